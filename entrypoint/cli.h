@@ -1,0 +1,29 @@
+// Command-line and environment parsing. Every option can also come from TRAINPOINT_<OPTION>
+// (job manifests usually set environment variables); the command line wins.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/log.h"
+
+namespace tp::cli {
+
+enum class Command { run, check, version, spec_reference, help };
+
+struct Options {
+  Command command = Command::help;
+  std::string repo;   // URL or local path of the git repository; empty: --spec is a local file
+  std::string ref;    // commit SHA, branch or tag
+  std::string spec;   // path of the spec inside the repository, or on local disk
+  std::vector<std::string> overrides;  // --set key=value
+  std::string workdir;
+  log::Format log_format = log::Format::text;
+  std::string log_level = "info";
+  std::string help_text;
+};
+
+// Throws tp::Error (ExitCode::usage) with a message naming the bad option.
+Options parse(int argc, char** argv);
+
+}  // namespace tp::cli

@@ -1,0 +1,71 @@
+#include "commands.h"
+
+#include <curl/curl.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "common/error.h"
+#include "git/checkout.h"
+#include "spec/spec.h"
+
+namespace tp::commands {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Where the spec and the files it names come from: a checkout of --repo, or the local disk.
+struct SpecSource {
+  fs::path spec_file;
+  fs::path root;        // relative paths in the spec are resolved from here
+  std::string commit;   // empty for a local spec
+};
+
+SpecSource locate_spec(const cli::Options& options) {
+  if (options.repo.empty()) {
+    const fs::path file = fs::absolute(options.spec);
+    return {file, file.parent_path(), ""};
+  }
+  spdlog::info("fetching {} at {}", options.repo, options.ref.empty() ? "HEAD" : options.ref);
+  const git::Checkout checkout = git::checkout({options.repo, options.ref, fs::absolute(options.workdir)});
+  spdlog::info("checked out commit {} at {}", checkout.commit, checkout.path.string());
+  return {checkout.path / options.spec, checkout.path, checkout.commit};
+}
+
+spec::LoadedSpec load_spec(const cli::Options& options, const SpecSource& source) {
+  return spec::load_file(source.spec_file, options.overrides, options.spec);
+}
+
+int check(const cli::Options& options) {
+  const SpecSource source = locate_spec(options);
+  const spec::LoadedSpec loaded = load_spec(options, source);
+  std::cout << "# " << options.spec << (source.commit.empty() ? "" : " at " + source.commit) << ": valid\n"
+            << spec::describe(loaded);
+  return 0;
+}
+
+int version() {
+  std::cout << "trainpoint " << TRAINPOINT_VERSION << "\n"
+            << "libtorch " << TORCH_VERSION << "\n"
+            << "cuda " << (torch::cuda::is_available() ? "available" : "not available") << "\n"
+            << "nccl " << (TRAINPOINT_HAS_NCCL ? "built in" : "not built") << "\n"
+            << "libgit2 " << git::libgit2_version() << "\n"
+            << "curl " << curl_version_info(CURLVERSION_NOW)->version << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int execute(const cli::Options& options) {
+  switch (options.command) {
+    case cli::Command::check: return check(options);
+    case cli::Command::version: return version();
+    case cli::Command::spec_reference: std::cout << spec::markdown_reference(); return 0;
+    case cli::Command::run: fail(ExitCode::internal, "run is not wired yet");
+    case cli::Command::help: std::cout << options.help_text; return 0;
+  }
+  return 0;
+}
+
+}  // namespace tp::commands

@@ -1,0 +1,23 @@
+// trainpoint's entry point: parse, run the command, and map every failure to one error line and
+// a documented exit code (docs/exit-codes.md).
+#include <cstdio>
+
+#include "cli.h"
+#include "commands.h"
+#include "common/error.h"
+#include "common/log.h"
+
+int main(int argc, char** argv) {
+  tp::log::init(tp::log::Format::text, spdlog::level::info);
+  try {
+    const tp::cli::Options options = tp::cli::parse(argc, argv);
+    tp::log::init(options.log_format, spdlog::level::from_str(options.log_level));
+    return tp::commands::execute(options);
+  } catch (const tp::Error& error) {
+    spdlog::error("{} (exit {}, {})", error.what(), static_cast<int>(error.code()), tp::exit_class_name(error.code()));
+    return static_cast<int>(error.code());
+  } catch (const std::exception& error) {
+    spdlog::error("internal error: {} (exit 1): please report it", error.what());
+    return static_cast<int>(tp::ExitCode::internal);
+  }
+}

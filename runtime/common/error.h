@@ -1,0 +1,48 @@
+// Errors carry an exit class so that `main` maps every failure to a documented exit code.
+// Codes 1-127 are permanent (retrying cannot help); 128-255 are retryable, so a PyTorchJob with
+// `restartPolicy: ExitCode` restarts only what can succeed on retry. See docs/exit-codes.md.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace tp {
+
+enum class ExitCode : int {
+  ok = 0,
+  internal = 1,     // a bug in trainpoint: report it
+  usage = 2,        // bad command-line arguments or environment
+  spec = 3,         // the training spec is invalid
+  source = 4,       // repository, ref, credentials or host key: fix the job's git settings
+  data = 5,         // the dataset is missing, empty or malformed
+  model = 6,        // the model cannot be built or loaded
+  training = 7,     // training failed (for example the loss became NaN)
+  output = 8,       // the output location cannot be written (permissions, bad path)
+  interrupted = 143,  // SIGTERM/SIGINT: a checkpoint was saved, restart resumes
+  network = 200,    // a transient network failure (git or S3) outlasted its retries
+  storage = 201,    // local disk full or a storage service failing
+  peer_lost = 202,  // another rank died or stalled
+};
+
+// Short name of an exit class, used in the final error line.
+std::string_view exit_class_name(ExitCode code);
+bool is_retryable(ExitCode code);
+
+class Error : public std::runtime_error {
+ public:
+  Error(ExitCode code, std::string message) : std::runtime_error(std::move(message)), code_(code) {}
+  ExitCode code() const { return code_; }
+
+ private:
+  ExitCode code_;
+};
+
+template <typename... Args>
+[[noreturn]] void fail(ExitCode code, fmt::format_string<Args...> format, Args&&... args) {
+  throw Error(code, fmt::format(format, std::forward<Args>(args)...));
+}
+
+}  // namespace tp

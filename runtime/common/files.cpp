@@ -1,0 +1,71 @@
+#include "common/files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace tp {
+namespace {
+
+ExitCode write_failure_class(int error_number) {
+  return error_number == ENOSPC || error_number == EDQUOT || error_number == EIO ? ExitCode::storage
+                                                                                 : ExitCode::output;
+}
+
+}  // namespace
+
+std::filesystem::path temporary_sibling(const std::filesystem::path& target) {
+  static std::atomic<unsigned> counter{0};
+  return target.parent_path() /
+         fmt::format(".{}.tmp-{}-{}", target.filename().string(), ::getpid(), counter.fetch_add(1));
+}
+
+void commit_file(const std::filesystem::path& temporary, const std::filesystem::path& target) {
+  const int fd = ::open(temporary.c_str(), O_RDONLY);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const int error_number = errno;
+    if (fd >= 0) ::close(fd);
+    std::filesystem::remove(temporary);
+    fail(write_failure_class(error_number), "cannot flush {}: {}", target.string(), std::strerror(error_number));
+  }
+  ::close(fd);
+  if (::rename(temporary.c_str(), target.c_str()) != 0) {
+    const int error_number = errno;
+    std::filesystem::remove(temporary);
+    fail(write_failure_class(error_number), "cannot rename {} to {}: {}", temporary.string(), target.string(),
+         std::strerror(error_number));
+  }
+}
+
+void write_file_atomic(const std::filesystem::path& target, std::string_view content) {
+  const auto temporary = temporary_sibling(target);
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    out.flush();
+    if (!out) {
+      const int error_number = errno;
+      out.close();
+      std::filesystem::remove(temporary);
+      fail(write_failure_class(error_number), "cannot write {}: {}", target.string(), std::strerror(error_number));
+    }
+  }
+  commit_file(temporary, target);
+}
+
+std::string read_file(const std::filesystem::path& path, ExitCode code_if_unreadable) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(code_if_unreadable, "cannot read {}: {}", path.string(), std::strerror(errno));
+  std::ostringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+}  // namespace tp

@@ -1,0 +1,21 @@
+// Files that appear only when complete: write to a temporary sibling, flush, then rename.
+// A crash leaves at most a `*.tmp-*` file, never a truncated file under the final name.
+#pragma once
+
+#include <filesystem>
+#include <string_view>
+
+#include "common/error.h"
+
+namespace tp {
+
+// A unique temporary path in the same directory as `target` (same filesystem, so rename is atomic).
+std::filesystem::path temporary_sibling(const std::filesystem::path& target);
+// fsyncs `temporary` and renames it over `target`.
+void commit_file(const std::filesystem::path& temporary, const std::filesystem::path& target);
+// Writes `content` to `target` atomically. Throws tp::Error (output or storage class) on failure.
+void write_file_atomic(const std::filesystem::path& target, std::string_view content);
+// Reads a whole file; on failure throws tp::Error of class `code_if_unreadable`, naming the path.
+std::string read_file(const std::filesystem::path& path, ExitCode code_if_unreadable);
+
+}  // namespace tp

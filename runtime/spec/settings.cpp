@@ -1,0 +1,202 @@
+#include "spec/settings.h"
+
+#include <fmt/format.h>
+
+#include <type_traits>
+
+namespace tp::spec {
+namespace {
+
+// Fluent declaration of one setting bound to a member of a Spec section.
+class Declare {
+ public:
+  template <typename Section, typename T>
+  Declare(const char* key, Section Spec::*section, T Section::*member) {
+    setting_.key = key;
+    setting_.kind = kind_of<T>();
+    setting_.assign = [section, member](Spec& spec, const Value& value) { spec.*section.*member = std::get<T>(value); };
+    setting_.read = [section, member](const Spec& spec) -> Value { return spec.*section.*member; };
+  }
+  template <typename T>
+  Declare& fallback(T value) {
+    if constexpr (std::is_same_v<T, const char*>) {
+      setting_.default_value = Value(std::string(value));
+    } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      setting_.default_value = Value(static_cast<std::int64_t>(value));
+    } else {
+      setting_.default_value = Value(value);
+    }
+    return *this;
+  }
+  Declare& optional() {
+    setting_.optional = true;
+    return *this;
+  }
+  Declare& range(double min, double max) {
+    setting_.min = min;
+    setting_.max = max;
+    return *this;
+  }
+  Declare& above(double min, double max) {
+    range(min, max);
+    setting_.min_exclusive = true;
+    return *this;
+  }
+  Declare& choices(std::vector<std::string> choices) {
+    setting_.kind = Kind::choice;
+    setting_.choices = std::move(choices);
+    return *this;
+  }
+  Declare& allow_auto() {
+    setting_.allow_auto = true;
+    return *this;
+  }
+  Declare& doc(const char* text) {
+    setting_.doc = text;
+    return *this;
+  }
+  operator Setting() const { return setting_; }
+
+ private:
+  template <typename T>
+  static Kind kind_of() {
+    if constexpr (std::is_same_v<T, bool>) return Kind::boolean;
+    if constexpr (std::is_same_v<T, std::int64_t>) return Kind::integer;
+    if constexpr (std::is_same_v<T, double>) return Kind::number;
+    if constexpr (std::is_same_v<T, std::string>) return Kind::string;
+    if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) return Kind::integer_list;
+    if constexpr (std::is_same_v<T, std::vector<std::string>>) return Kind::string_list;
+  }
+  Setting setting_;
+};
+
+std::vector<Setting> declare_all() {
+  return {
+      // [job]
+      Declare("job.name", &Spec::job, &JobSpec::name).fallback("trainpoint").doc("Name of the run, used in logs and outputs."),
+      Declare("job.seed", &Spec::job, &JobSpec::seed).fallback(42).range(0, 4294967295.0)
+          .doc("Seed for weight initialisation, shuffling and augmentation: the same seed and world size give the same run."),
+      Declare("job.output", &Spec::job, &JobSpec::output).fallback("output")
+          .doc("Directory for checkpoints, metrics.jsonl, the final model and the run record. A relative path is "
+               "taken from the working directory (--workdir)."),
+      // [data]
+      Declare("data.source", &Spec::data, &DataSpec::source)
+          .doc("Training data: a directory. A relative path is taken from the repository root. Required."),
+      Declare("data.format", &Spec::data, &DataSpec::format).fallback("image_folder").choices({"image_folder", "table_csv"})
+          .doc("image_folder: one subdirectory per class holding PNG or JPEG files. table_csv: a CSV file "
+               "(or a directory holding one) with a header, numeric feature columns and a target column."),
+      Declare("data.valid", &Spec::data, &DataSpec::valid).fallback(0.2).range(0.0, 0.9)
+          .doc("Fraction of `data.source` held out for validation (chosen with `job.seed`). Ignored when "
+               "`data.valid_source` is set."),
+      Declare("data.valid_source", &Spec::data, &DataSpec::valid_source).optional()
+          .doc("Separate validation data in the same format as `data.source`. Conflicts with `data.valid`."),
+      Declare("data.image_size", &Spec::data, &DataSpec::image_size).fallback(32).range(4, 4096)
+          .doc("Images are resized to image_size x image_size pixels."),
+      Declare("data.channels", &Spec::data, &DataSpec::channels).fallback(3).range(1, 3)
+          .doc("Colour channels the model sees: 1 (grayscale) or 3 (RGB). Images are converted."),
+      Declare("data.target", &Spec::data, &DataSpec::target).fallback("label")
+          .doc("table_csv: the name of the target column; every other column is a numeric feature."),
+      Declare("data.task", &Spec::data, &DataSpec::task).fallback("classification").choices({"classification", "regression"})
+          .doc("table_csv: classification (the target is a class name) or regression (the target is a number)."),
+      Declare("data.workers", &Spec::data, &DataSpec::workers).fallback(2).range(0, 256)
+          .doc("Threads decoding and augmenting data; 0 decodes on the training thread."),
+      // [model]
+      Declare("model.arch", &Spec::model, &ModelSpec::arch).optional().choices({"mlp", "small_cnn"})
+          .doc("Built-in architecture. mlp: fully connected layers of `model.hidden` units on flattened inputs. "
+               "small_cnn: two 3x3 convolutions with max pooling and two fully connected layers. "
+               "Set either this or `model.torchscript`."),
+      Declare("model.torchscript", &Spec::model, &ModelSpec::torchscript).optional()
+          .doc("Path in the repository of a TorchScript module (torch.jit.script(model).save(path)) to train "
+               "instead of a built-in architecture."),
+      Declare("model.hidden", &Spec::model, &ModelSpec::hidden).fallback(std::vector<std::int64_t>{128}).range(1, 65536)
+          .doc("mlp: the width of each hidden layer."),
+      // [train]
+      Declare("train.epochs", &Spec::train, &TrainSpec::epochs).fallback(5).range(1, 100000).doc("Passes over the training data."),
+      Declare("train.batch_size", &Spec::train, &TrainSpec::batch_size).fallback(64).range(1, 65536)
+          .doc("Samples per step on each rank; the global batch is batch_size x world size."),
+      Declare("train.optimizer", &Spec::train, &TrainSpec::optimizer).fallback("adamw").choices({"sgd", "adam", "adamw"})
+          .doc("sgd (with `train.momentum`), adam or adamw (decoupled weight decay)."),
+      Declare("train.lr", &Spec::train, &TrainSpec::lr).fallback(1e-3).above(0.0, 10.0)
+          .doc("Peak learning rate."),
+      Declare("train.momentum", &Spec::train, &TrainSpec::momentum).fallback(0.9).range(0.0, 0.999)
+          .doc("sgd: momentum. adam/adamw: beta1."),
+      Declare("train.weight_decay", &Spec::train, &TrainSpec::weight_decay).fallback(0.01).range(0.0, 1.0)
+          .doc("Weight decay (decoupled for adamw)."),
+      Declare("train.schedule", &Spec::train, &TrainSpec::schedule).fallback("one_cycle")
+          .choices({"constant", "one_cycle", "cosine"})
+          .doc("Learning-rate schedule over all steps. one_cycle: fastai's (warm up from lr/25 to lr, then cosine "
+               "annealing to lr/1e5). cosine: linear warmup, then cosine decay to 0. constant: lr throughout."),
+      Declare("train.warmup", &Spec::train, &TrainSpec::warmup).fallback(0.25).range(0.0, 0.9)
+          .doc("Fraction of all steps spent warming up (one_cycle's pct_start; cosine's warmup)."),
+      // [dist]
+      Declare("dist.backend", &Spec::dist, &DistSpec::backend).fallback("auto").choices({"auto", "gloo", "nccl"})
+          .doc("Collective backend: auto picks nccl with CUDA and gloo otherwise."),
+      Declare("dist.nproc_per_node", &Spec::dist, &DistSpec::nproc_per_node).fallback(0).allow_auto().range(1, 1024)
+          .doc("Worker processes on each node: \"auto\" (one per GPU, 1 on CPU) or a number."),
+      Declare("dist.timeout_s", &Spec::dist, &DistSpec::timeout_s).fallback(600).range(1, 86400)
+          .doc("Seconds a collective or the rendezvous may wait before the job fails in the retryable class."),
+      // [checkpoint]
+      Declare("checkpoint.every_epochs", &Spec::checkpoint, &CheckpointSpec::every_epochs).fallback(1).range(0, 100000)
+          .doc("Write a checkpoint every N epochs (0: only the final model)."),
+      Declare("checkpoint.keep", &Spec::checkpoint, &CheckpointSpec::keep).fallback(3).range(1, 1000)
+          .doc("Checkpoints kept; older ones are deleted."),
+      Declare("checkpoint.resume", &Spec::checkpoint, &CheckpointSpec::resume).fallback("auto").choices({"auto", "never"})
+          .doc("auto: continue from the newest valid checkpoint in the output directory. never: start afresh."),
+  };
+}
+
+}  // namespace
+
+const std::vector<Setting>& settings() {
+  static const std::vector<Setting> all = declare_all();
+  return all;
+}
+
+const Setting* find_setting(const std::string& key) {
+  for (const auto& setting : settings()) {
+    if (setting.key == key) return &setting;
+  }
+  return nullptr;
+}
+
+std::string kind_name(const Setting& setting) {
+  switch (setting.kind) {
+    case Kind::boolean: return "boolean";
+    case Kind::integer: return setting.allow_auto ? "integer or \"auto\"" : "integer";
+    case Kind::number: return "number";
+    case Kind::string: return "string";
+    case Kind::choice: return "string";
+    case Kind::integer_list: return "array of integers";
+    case Kind::string_list: return "array of strings";
+  }
+  return "value";
+}
+
+std::string to_toml(const Value& value) {
+  struct Printer {
+    std::string operator()(bool v) const { return v ? "true" : "false"; }
+    std::string operator()(std::int64_t v) const { return std::to_string(v); }
+    std::string operator()(double v) const {
+      std::string text = fmt::format("{}", v);
+      if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+      return text;
+    }
+    std::string operator()(const std::string& v) const {
+      std::string quoted = "\"";
+      for (char c : v) {
+        if (c == '"' || c == '\\') quoted += '\\';
+        quoted += c;
+      }
+      return quoted + "\"";
+    }
+    std::string operator()(const std::vector<std::int64_t>& v) const { return fmt::format("[{}]", fmt::join(v, ", ")); }
+    std::string operator()(const std::vector<std::string>& v) const {
+      std::vector<std::string> items;
+      for (const auto& item : v) items.push_back((*this)(item));
+      return fmt::format("[{}]", fmt::join(items, ", "));
+    }
+  };
+  return std::visit(Printer{}, value);
+}
+
+}  // namespace tp::spec

@@ -1,0 +1,92 @@
+// The training spec: a TOML file parsed once into typed structs and validated at load time.
+// Every setting is declared once (settings.cpp) with its default, bounds and documentation;
+// docs/spec.md is generated from the same declarations.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tp::spec {
+
+struct JobSpec {
+  std::string name;
+  std::int64_t seed;
+  std::string output;
+};
+
+struct DataSpec {
+  std::string source;
+  std::string format;        // image_folder | table_csv
+  double valid;              // held-out fraction of `source` when valid_source is empty
+  std::string valid_source;  // separate validation data
+  std::int64_t image_size;
+  std::int64_t channels;
+  std::string target;        // table_csv: the target column
+  std::string task;          // classification | regression (table_csv)
+  std::int64_t workers;
+};
+
+struct ModelSpec {
+  std::string arch;         // built-in architecture, or empty when `torchscript` is set
+  std::string torchscript;  // path in the repository of a TorchScript module
+  std::vector<std::int64_t> hidden;
+};
+
+struct TrainSpec {
+  std::int64_t epochs;
+  std::int64_t batch_size;  // per rank
+  std::string optimizer;    // sgd | adam | adamw
+  double lr;
+  double momentum;
+  double weight_decay;
+  std::string schedule;  // constant | one_cycle | cosine
+  double warmup;         // fraction of the steps spent warming up (one_cycle's pct_start)
+};
+
+struct DistSpec {
+  std::string backend;          // auto | gloo | nccl
+  std::int64_t nproc_per_node;  // 0 means "auto"
+  std::int64_t timeout_s;
+};
+
+struct CheckpointSpec {
+  std::int64_t every_epochs;  // 0 disables epoch checkpoints
+  std::int64_t keep;
+  std::string resume;  // auto | never
+};
+
+struct Spec {
+  JobSpec job;
+  DataSpec data;
+  ModelSpec model;
+  TrainSpec train;
+  DistSpec dist;
+  CheckpointSpec checkpoint;
+};
+
+// Where a resolved value came from: "default", "FILE:LINE:COL" or "--set".
+using Origins = std::map<std::string, std::string>;
+
+struct LoadedSpec {
+  Spec spec;
+  Origins origins;
+  std::string source_name;  // how the file is named in messages
+};
+
+// Built-in defaults < the TOML document < overrides ("key=value", from --set).
+// `source_name` is how the file is named in errors (for example its path inside the repository).
+// Throws tp::Error (ExitCode::spec) with "FILE:LINE:COL: key: what is wrong".
+LoadedSpec load_file(const std::filesystem::path& file, const std::vector<std::string>& overrides,
+                     const std::string& source_name);
+LoadedSpec load_string(std::string_view document, const std::vector<std::string>& overrides,
+                       const std::string& source_name);
+
+// The resolved spec as TOML, each value followed by a comment naming its origin.
+std::string describe(const LoadedSpec& loaded);
+// Markdown reference of every setting (docs/spec.md).
+std::string markdown_reference();
+
+}  // namespace tp::spec

@@ -1,0 +1,193 @@
+#include "spec/spec.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "common/error.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace tp::spec {
+namespace {
+
+const char* kMinimal = R"(
+[data]
+source = "data"
+
+[model]
+arch = "small_cnn"
+)";
+
+// Loads `document` and returns the error message; fails the test if loading succeeds.
+std::string load_error(const std::string& document, const std::vector<std::string>& overrides = {}) {
+  try {
+    load_string(document, overrides, "train.toml");
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::spec) << error.what();
+    return error.what();
+  }
+  ADD_FAILURE() << "expected an error for:\n" << document;
+  return "";
+}
+
+TEST(Spec, DefaultsApplyWhereTheFileIsSilent) {
+  const auto loaded = load_string(kMinimal, {}, "train.toml");
+  EXPECT_EQ(loaded.spec.data.source, "data");
+  EXPECT_EQ(loaded.spec.model.arch, "small_cnn");
+  EXPECT_EQ(loaded.spec.train.epochs, 5);
+  EXPECT_DOUBLE_EQ(loaded.spec.train.lr, 1e-3);
+  EXPECT_EQ(loaded.origins.at("train.lr"), "default");
+  EXPECT_EQ(loaded.origins.at("data.source"), "train.toml:3:1");
+}
+
+TEST(Spec, PrecedenceIsDefaultsThenFileThenOverrides) {
+  const std::string document = std::string(kMinimal) + "\n[train]\nlr = 0.05\nepochs = 3\n";
+  const auto loaded = load_string(document, {"train.lr=0.2", "job.name=override-name"}, "train.toml");
+  EXPECT_DOUBLE_EQ(loaded.spec.train.lr, 0.2);
+  EXPECT_EQ(loaded.origins.at("train.lr"), "--set");
+  EXPECT_EQ(loaded.spec.train.epochs, 3);
+  EXPECT_EQ(loaded.origins.at("train.epochs"), "train.toml:10:1");
+  EXPECT_EQ(loaded.spec.job.name, "override-name");
+  EXPECT_EQ(loaded.spec.train.batch_size, 64);
+  EXPECT_EQ(loaded.origins.at("train.batch_size"), "default");
+}
+
+TEST(Spec, LaterOverrideWins) {
+  const auto loaded = load_string(kMinimal, {"train.epochs=2", "train.epochs=7"}, "train.toml");
+  EXPECT_EQ(loaded.spec.train.epochs, 7);
+}
+
+TEST(Spec, OverrideAcceptsBareWordsForStrings) {
+  const auto loaded = load_string(kMinimal, {"train.optimizer=sgd", "dist.nproc_per_node=auto"}, "train.toml");
+  EXPECT_EQ(loaded.spec.train.optimizer, "sgd");
+  EXPECT_EQ(loaded.spec.dist.nproc_per_node, 0);
+}
+
+TEST(Spec, MisspelledSectionSuggestsTheNearestKey) {
+  const std::string message = load_error(std::string(kMinimal) + "\n[trian]\nlr = 0.1\n");
+  EXPECT_EQ(message, "train.toml:9:1: unknown key 'trian.lr' (did you mean 'train.lr'?)");
+}
+
+TEST(Spec, MisspelledKeySuggestsTheNearestKey) {
+  const std::string message = load_error(std::string(kMinimal) + "\n[train]\nepohcs = 3\n");
+  EXPECT_EQ(message, "train.toml:9:1: unknown key 'train.epohcs' (did you mean 'train.epochs'?)");
+}
+
+TEST(Spec, UnknownKeyFarFromAnyGetsNoSuggestion) {
+  const std::string message = load_error(std::string(kMinimal) + "\n[train]\ncompletely_unrelated_setting = 3\n");
+  EXPECT_EQ(message, "train.toml:9:1: unknown key 'train.completely_unrelated_setting'");
+}
+
+TEST(Spec, WrongTypeNamesExpectedAndActual) {
+  const std::string message = load_error(std::string(kMinimal) + "\n[train]\nepochs = \"five\"\n");
+  EXPECT_EQ(message, "train.toml:9:10: train.epochs: expected integer, got a string");
+}
+
+TEST(Spec, FractionalNumberIsNotAnInteger) {
+  EXPECT_NE(load_error(std::string(kMinimal) + "\n[train]\nbatch_size = 1.5\n").find("expected integer, got a number"),
+            std::string::npos);
+}
+
+TEST(Spec, IntegerIsAcceptedForANumber) {
+  const auto loaded = load_string(std::string(kMinimal) + "\n[train]\nlr = 1\n", {}, "train.toml");
+  EXPECT_DOUBLE_EQ(loaded.spec.train.lr, 1.0);
+}
+
+TEST(Spec, NegativeLearningRateIsOutOfRange) {
+  const std::string message = load_error(std::string(kMinimal) + "\n[train]\nlr = -0.1\n");
+  EXPECT_EQ(message, "train.toml:9:6: train.lr: -0.1 is out of range: must be > 0 and <= 10");
+}
+
+TEST(Spec, ZeroLearningRateIsOutOfRange) {
+  EXPECT_NE(load_error(std::string(kMinimal) + "\n[train]\nlr = 0.0\n").find("out of range"), std::string::npos);
+}
+
+TEST(Spec, UnknownChoiceListsTheAllowedOnes) {
+  const std::string message = load_error(std::string(kMinimal) + "\n[train]\noptimizer = \"adamax\"\n");
+  EXPECT_EQ(message, "train.toml:9:13: train.optimizer: 'adamax' is not one of: sgd, adam, adamw");
+}
+
+TEST(Spec, MissingRequiredKey) {
+  const std::string message = load_error("[model]\narch = \"mlp\"\n");
+  EXPECT_NE(message.find("train.toml: missing required key 'data.source'"), std::string::npos) << message;
+}
+
+TEST(Spec, ConflictingKeysNameBothPlaces) {
+  const std::string message = load_error(std::string(kMinimal) + "torchscript = \"net.pt\"\n");
+  EXPECT_EQ(message, "train.toml:7:1: model.torchscript conflicts with model.arch (train.toml:6:1): set only one of them");
+}
+
+TEST(Spec, ValidFractionConflictsWithValidSource) {
+  const std::string message = load_error(std::string(kMinimal) + "\n[data]\n");  // duplicate table: TOML error
+  EXPECT_NE(message.find("invalid TOML"), std::string::npos);
+  const std::string conflict = load_error("[data]\nsource = \"a\"\nvalid = 0.1\nvalid_source = \"b\"\n[model]\narch = \"mlp\"\n");
+  EXPECT_NE(conflict.find("data.valid conflicts with data.valid_source"), std::string::npos) << conflict;
+}
+
+TEST(Spec, ModelNeedsArchOrTorchscript) {
+  EXPECT_NE(load_error("[data]\nsource = \"a\"\n").find("needs 'model.arch'"), std::string::npos);
+}
+
+TEST(Spec, SyntaxErrorHasLineAndColumn) {
+  const std::string message = load_error("[data]\nsource = \"a\n");
+  EXPECT_EQ(message.rfind("train.toml:2:", 0), 0u) << message;
+  EXPECT_NE(message.find("invalid TOML"), std::string::npos);
+}
+
+TEST(Spec, NonUtf8IsRejectedWithPosition) {
+  const std::string message = load_error("[job]\nname = \"caf\xe9\"\n");
+  EXPECT_EQ(message.rfind("train.toml:2:", 0), 0u) << message;
+}
+
+TEST(Spec, OverrideOfUnknownKeySuggests) {
+  const std::string message = load_error(kMinimal, {"trian.lr=0.1"});
+  EXPECT_EQ(message, "--set trian.lr=0.1: unknown key 'trian.lr' (did you mean 'train.lr'?)");
+}
+
+TEST(Spec, OverrideWithBadValue) {
+  EXPECT_NE(load_error(kMinimal, {"train.lr=fast"}).find("'fast' is not a valid number"), std::string::npos);
+  EXPECT_NE(load_error(kMinimal, {"train.lr"}).find("expected KEY=VALUE"), std::string::npos);
+  EXPECT_NE(load_error(kMinimal, {"train.lr=-1"}).find("out of range"), std::string::npos);
+}
+
+TEST(Spec, UnreadableAndMissingFiles) {
+  testing::TempDir dir;
+  try {
+    load_file(dir / "absent.toml", {}, "absent.toml");
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::spec);
+    EXPECT_STREQ(error.what(), "absent.toml: spec file not found");
+  }
+  try {
+    load_file(dir.path(), {}, "somedir");
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_STREQ(error.what(), "somedir: is a directory, not a TOML spec");
+  }
+}
+
+TEST(Spec, DescribeNamesEveryOrigin) {
+  const auto loaded = load_string(std::string(kMinimal) + "\n[train]\nlr = 0.05\n", {"train.epochs=9"}, "train.toml");
+  const std::string text = describe(loaded);
+  EXPECT_NE(text.find("lr = 0.05"), std::string::npos) << text;
+  EXPECT_NE(text.find("# train.toml:9:1"), std::string::npos) << text;
+  EXPECT_NE(text.find("epochs = 9"), std::string::npos);
+  EXPECT_NE(text.find("# --set"), std::string::npos);
+  EXPECT_NE(text.find("nproc_per_node = \"auto\""), std::string::npos);
+  // The description is itself a valid spec that loads to the same values.
+  const auto again = load_string(text, {}, "described.toml");
+  EXPECT_DOUBLE_EQ(again.spec.train.lr, 0.05);
+  EXPECT_EQ(again.spec.train.epochs, 9);
+}
+
+TEST(Spec, ReferenceDocumentIsUpToDate) {
+  std::ifstream in(testing::source_dir() + "/docs/spec.md");
+  ASSERT_TRUE(in) << "docs/spec.md is missing";
+  const std::string committed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(committed, markdown_reference()) << "docs/spec.md is stale: run scripts/update-docs";
+}
+
+}  // namespace
+}  // namespace tp::spec

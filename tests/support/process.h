@@ -1,0 +1,24 @@
+// Running commands from tests: a shell command with its output captured, and its exit status.
+#pragma once
+
+#include <string>
+
+namespace tp::testing {
+
+struct CommandResult {
+  int exit_code;       // the process's exit status, or 128 + signal
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `command` with /bin/sh and captures everything it prints.
+CommandResult run_command(const std::string& command);
+// Runs a command and throws std::runtime_error with its output when it fails.
+std::string run_checked(const std::string& command);
+// Quotes a string for the shell.
+std::string shell_quote(const std::string& text);
+// The trainpoint binary under test, built beside the tests.
+std::string trainpoint_binary();
+// The project's source directory.
+std::string source_dir();
+
+}  // namespace tp::testing

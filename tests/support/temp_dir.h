@@ -1,0 +1,24 @@
+// A temporary directory removed at the end of a test.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace tp::testing {
+
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+void write_text(const std::filesystem::path& path, const std::string& text);
+
+}  // namespace tp::testing
