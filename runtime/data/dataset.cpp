@@ -1,0 +1,49 @@
+#include "data/dataset.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "common/error.h"
+
+namespace tp::data {
+
+TensorDataset::TensorDataset(at::Tensor inputs, at::Tensor targets)
+    : inputs_(std::move(inputs)), targets_(std::move(targets)) {
+  if (inputs_.size(0) != targets_.size(0)) {
+    fail(ExitCode::data, "{} inputs but {} targets", inputs_.size(0), targets_.size(0));
+  }
+}
+
+std::size_t TensorDataset::size() const { return static_cast<std::size_t>(inputs_.size(0)); }
+
+Example TensorDataset::get(std::size_t index, std::int64_t /*epoch*/) const {
+  const auto i = static_cast<std::int64_t>(index);
+  return {inputs_[i], targets_[i]};
+}
+
+SubsetDataset::SubsetDataset(std::shared_ptr<const Dataset> base, std::vector<std::size_t> indices)
+    : base_(std::move(base)), indices_(std::move(indices)) {}
+
+Example SubsetDataset::get(std::size_t index, std::int64_t epoch) const { return base_->get(indices_.at(index), epoch); }
+
+std::string SubsetDataset::describe(std::size_t index) const { return base_->describe(indices_.at(index)); }
+
+std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_indices(std::size_t n, double valid_fraction,
+                                                                           std::uint64_t seed) {
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 generator(seed ^ 0x5eed5ba11ULL);
+  std::shuffle(order.begin(), order.end(), generator);
+  const auto valid_count = static_cast<std::size_t>(std::llround(static_cast<double>(n) * valid_fraction));
+  std::vector<std::size_t> valid(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(valid_count));
+  std::vector<std::size_t> train(order.begin() + static_cast<std::ptrdiff_t>(valid_count), order.end());
+  std::sort(valid.begin(), valid.end());
+  std::sort(train.begin(), train.end());
+  return {train, valid};
+}
+
+}  // namespace tp::data

@@ -1,0 +1,82 @@
+// Datasets: indexable collections of (input, target) examples, safe to read from many threads.
+// Header kept free of torch/torch.h: ATen's tensor type is enough here.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spec/spec.h"
+
+namespace tp::data {
+
+struct Example {
+  at::Tensor input;   // one sample: {C, H, W} float for images, {features} float for tables
+  at::Tensor target;  // scalar: int64 class index, or float for regression
+};
+
+// What the model needs to know about the data.
+struct Schema {
+  std::vector<std::int64_t> input_shape;  // of one sample
+  std::int64_t num_outputs = 0;           // classes, or 1 for regression
+  bool classification = true;
+  std::vector<std::string> class_names;   // classification only
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual std::size_t size() const = 0;
+  // Thread-safe. `epoch` seeds random augmentation, so a sample's transform depends only on
+  // (seed, epoch, index). Throws tp::Error (ExitCode::data) naming the sample on failure.
+  virtual Example get(std::size_t index, std::int64_t epoch) const = 0;
+  // A human-readable name of a sample (its file), for messages.
+  virtual std::string describe(std::size_t index) const { return "sample " + std::to_string(index); }
+};
+
+// Examples held in memory as two tensors whose first dimension indexes samples.
+class TensorDataset final : public Dataset {
+ public:
+  TensorDataset(at::Tensor inputs, at::Tensor targets);
+  std::size_t size() const override;
+  Example get(std::size_t index, std::int64_t epoch) const override;
+
+ private:
+  at::Tensor inputs_;
+  at::Tensor targets_;
+};
+
+// The rows of `base` listed in `indices` (a validation split, for example).
+class SubsetDataset final : public Dataset {
+ public:
+  SubsetDataset(std::shared_ptr<const Dataset> base, std::vector<std::size_t> indices);
+  std::size_t size() const override { return indices_.size(); }
+  Example get(std::size_t index, std::int64_t epoch) const override;
+  std::string describe(std::size_t index) const override;
+
+ private:
+  std::shared_ptr<const Dataset> base_;
+  std::vector<std::size_t> indices_;
+};
+
+struct Datasets {
+  std::shared_ptr<const Dataset> train;
+  std::shared_ptr<const Dataset> valid;  // may be empty (size 0) when data.valid = 0
+  Schema schema;
+};
+
+// Opens the data a spec names. Relative paths are resolved from `root` (the repository checkout).
+// Throws tp::Error (ExitCode::data) naming the path and what is wrong.
+Datasets open(const spec::DataSpec& spec, const std::filesystem::path& root, std::uint64_t seed);
+
+// Splits [0, n) into a training and a validation part: a seeded shuffle, then the first
+// round(n * valid_fraction) indices are validation. Both parts are returned sorted.
+std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_indices(std::size_t n, double valid_fraction,
+                                                                           std::uint64_t seed);
+
+}  // namespace tp::data
