@@ -7,8 +7,12 @@
 #include <iostream>
 
 #include "common/error.h"
+#include "data/dataset.h"
+#include "dist/communicator.h"
 #include "git/checkout.h"
+#include "model/model.h"
 #include "spec/spec.h"
+#include "train/trainer.h"
 
 namespace tp::commands {
 namespace {
@@ -45,6 +49,25 @@ int check(const cli::Options& options) {
   return 0;
 }
 
+int run(const cli::Options& options) {
+  const SpecSource source = locate_spec(options);
+  const spec::LoadedSpec loaded = load_spec(options, source);
+  const spec::Spec& spec = loaded.spec;
+  spdlog::info("spec {} is valid: job '{}'", options.spec, spec.job.name);
+
+  const fs::path output_dir = fs::absolute(fs::path(options.workdir) / spec.job.output);
+  const auto seed = static_cast<std::uint64_t>(spec.job.seed);
+  const data::Datasets data = data::open(spec.data, source.root, seed);
+  torch::jit::Module model = model::create(spec.model, data.schema, source.root, seed);
+  auto communicator = dist::single_process();
+
+  const train::RunOrigin origin{options.repo, options.ref, source.commit, options.spec, spec::describe(loaded)};
+  const train::FitResult result = train::fit(model, data, spec, *communicator, output_dir, origin);
+  spdlog::info("done: train_loss {:.4f}, valid_loss {:.4f}, accuracy {:.4f}; outputs in {}", result.last.train_loss,
+               result.last.valid_loss, result.last.valid_accuracy, output_dir.string());
+  return 0;
+}
+
 int version() {
   std::cout << "trainpoint " << TRAINPOINT_VERSION << "\n"
             << "libtorch " << TORCH_VERSION << "\n"
@@ -62,7 +85,7 @@ int execute(const cli::Options& options) {
     case cli::Command::check: return check(options);
     case cli::Command::version: return version();
     case cli::Command::spec_reference: std::cout << spec::markdown_reference(); return 0;
-    case cli::Command::run: fail(ExitCode::internal, "run is not wired yet");
+    case cli::Command::run: return run(options);
     case cli::Command::help: std::cout << options.help_text; return 0;
   }
   return 0;

@@ -1,0 +1,272 @@
+#include "train/trainer.h"
+
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "common/log.h"
+#include "data/loader.h"
+#include "data/sampler.h"
+#include "train/checkpoint.h"
+#include "train/schedule.h"
+
+namespace tp::train {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const spec::TrainSpec& spec,
+                                                        const std::vector<torch::Tensor>& parameters) {
+  if (spec.optimizer == "sgd") {
+    return std::make_unique<torch::optim::SGD>(
+        parameters, torch::optim::SGDOptions(spec.lr).momentum(spec.momentum).weight_decay(spec.weight_decay));
+  }
+  if (spec.optimizer == "adam") {
+    return std::make_unique<torch::optim::Adam>(
+        parameters,
+        torch::optim::AdamOptions(spec.lr).betas({spec.momentum, 0.999}).weight_decay(spec.weight_decay));
+  }
+  return std::make_unique<torch::optim::AdamW>(
+      parameters, torch::optim::AdamWOptions(spec.lr).betas({spec.momentum, 0.999}).weight_decay(spec.weight_decay));
+}
+
+void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+}
+
+torch::Tensor loss_of(const torch::Tensor& output, const torch::Tensor& target, bool classification) {
+  if (classification) return torch::nn::functional::cross_entropy(output, target);
+  return torch::mse_loss(output.reshape({-1}), target.to(torch::kFloat));
+}
+
+// Averages gradients over ranks with one all-reduce of a flattened copy.
+void average_gradients(const std::vector<torch::Tensor>& parameters, dist::Communicator& communicator) {
+  if (communicator.world_size() == 1) return;
+  std::vector<torch::Tensor> grads;
+  for (const auto& parameter : parameters) grads.push_back(parameter.grad().reshape({-1}));
+  std::vector<torch::Tensor> flat{torch::cat(grads)};
+  communicator.all_reduce_sum(flat);
+  flat[0].div_(communicator.world_size());
+  std::int64_t offset = 0;
+  for (const auto& parameter : parameters) {
+    const std::int64_t n = parameter.numel();
+    parameter.grad().copy_(flat[0].slice(0, offset, offset + n).view_as(parameter));
+    offset += n;
+  }
+}
+
+struct Totals {
+  double loss_sum = 0;
+  double correct = 0;
+  double count = 0;
+};
+
+// Sums per-rank totals over all ranks.
+Totals all_ranks(const Totals& mine, dist::Communicator& communicator) {
+  std::vector<torch::Tensor> values{torch::tensor({mine.loss_sum, mine.correct, mine.count}, torch::kDouble)};
+  communicator.all_reduce_sum(values);
+  return {values[0][0].item<double>(), values[0][1].item<double>(), values[0][2].item<double>()};
+}
+
+// Validation on this rank's disjoint share (no padding, so every sample counts once overall).
+Totals validate(torch::jit::Module& model, const data::Dataset& valid, const data::Schema& schema,
+                const spec::Spec& spec, dist::Communicator& communicator) {
+  Totals totals;
+  std::vector<std::size_t> mine;
+  for (std::size_t i = static_cast<std::size_t>(communicator.rank()); i < valid.size();
+       i += static_cast<std::size_t>(communicator.world_size())) {
+    mine.push_back(i);
+  }
+  torch::NoGradGuard no_grad;
+  model.eval();
+  data::Loader loader(std::shared_ptr<const data::Dataset>(&valid, [](const data::Dataset*) {}), mine, 0,
+                      {spec.train.batch_size, static_cast<int>(spec.data.workers)});
+  while (auto batch = loader.next()) {
+    const torch::Tensor output = model.forward({batch->inputs}).toTensor();
+    const double n = static_cast<double>(batch->targets.size(0));
+    totals.loss_sum += loss_of(output, batch->targets, schema.classification).item<double>() * n;
+    if (schema.classification) totals.correct += output.argmax(1).eq(batch->targets).sum().item<double>();
+    totals.count += n;
+  }
+  model.train();
+  return all_ranks(totals, communicator);
+}
+
+// Appends one JSON object per line and flushes, so the file is readable while training runs.
+class MetricsLog {
+ public:
+  explicit MetricsLog(const fs::path& file) : out_(file, std::ios::app) {
+    if (!out_) fail(ExitCode::output, "cannot write {}", file.string());
+  }
+  void write(const EpochMetrics& m) {
+    auto number = [](double value) { return std::isnan(value) ? nlohmann::json(nullptr) : nlohmann::json(value); };
+    nlohmann::json line = {{"epoch", m.epoch},
+                           {"step", m.step},
+                           {"lr", m.lr},
+                           {"train_loss", m.train_loss},
+                           {"valid_loss", number(m.valid_loss)},
+                           {"accuracy", number(m.valid_accuracy)},
+                           {"seconds", m.seconds}};
+    out_ << line.dump() << '\n';
+    out_.flush();
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+void write_final_outputs(torch::jit::Module& model, const fs::path& output_dir, const RunOrigin& origin,
+                         const spec::Spec& spec, const EpochMetrics& last, int world_size, double seconds,
+                         const data::Datasets& data) {
+  const fs::path model_file = output_dir / "model.pt";
+  const fs::path temporary = temporary_sibling(model_file);
+  model.eval();
+  model.save(temporary.string());
+  commit_file(temporary, model_file);
+
+  nlohmann::json record = {
+      {"job", spec.job.name},
+      {"source", {{"repo", origin.repo}, {"ref", origin.ref}, {"commit", origin.commit}, {"spec", origin.spec_name}}},
+      {"resolved_spec", origin.resolved_spec},
+      {"world_size", world_size},
+      {"data", {{"train_samples", data.train->size()}, {"valid_samples", data.valid ? data.valid->size() : 0},
+                {"classes", data.schema.class_names}}},
+      {"final", {{"epoch", last.epoch}, {"train_loss", last.train_loss},
+                 {"valid_loss", std::isnan(last.valid_loss) ? nlohmann::json(nullptr) : nlohmann::json(last.valid_loss)},
+                 {"accuracy", std::isnan(last.valid_accuracy) ? nlohmann::json(nullptr)
+                                                              : nlohmann::json(last.valid_accuracy)}}},
+      {"seconds", seconds},
+      {"versions", {{"trainpoint", TRAINPOINT_VERSION_STRING}, {"libtorch", TORCH_VERSION}}},
+  };
+  write_file_atomic(output_dir / "run.json", record.dump(2) + "\n");
+}
+
+}  // namespace
+
+FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec,
+              dist::Communicator& communicator, const fs::path& output_dir, const RunOrigin& origin) {
+  const auto started = Clock::now();
+  const bool writer = communicator.rank() == 0;
+  const fs::path checkpoints = output_dir / "checkpoints";
+  // The final outputs of an earlier run go first: only a run that finishes writes them again.
+  if (writer) {
+    fs::create_directories(output_dir);
+    fs::remove(output_dir / "run.json");
+    fs::remove(output_dir / "model.pt");
+  }
+
+  std::vector<torch::Tensor> parameters;
+  for (const auto& parameter : model.parameters()) {
+    parameter.set_requires_grad(true);
+    parameters.push_back(parameter);
+  }
+  if (parameters.empty()) fail(ExitCode::model, "the model has no parameters to train");
+  // Every rank starts from rank 0's weights.
+  communicator.broadcast(parameters, 0);
+  auto optimizer = make_optimizer(spec.train, parameters);
+  model.train();
+
+  TrainingPosition position;
+  if (spec.checkpoint.resume == "auto") {
+    if (auto resumed = load_latest_checkpoint(checkpoints, model, *optimizer)) {
+      position = *resumed;
+      spdlog::info("resumed from checkpoint after epoch {} (step {})", position.epochs_done, position.step);
+    }
+  }
+
+  data::DistributedSampler sampler({data.train->size(), communicator.rank(), communicator.world_size(), true, false,
+                                    static_cast<std::uint64_t>(spec.job.seed)});
+  const auto batch_size = static_cast<std::size_t>(spec.train.batch_size);
+  const std::int64_t steps_per_epoch =
+      static_cast<std::int64_t>((sampler.samples_per_rank() + batch_size - 1) / batch_size);
+  const ScheduleOptions schedule{spec.train.schedule, spec.train.lr, spec.train.warmup,
+                                 steps_per_epoch * spec.train.epochs};
+  spdlog::info("training {} samples ({} per rank, {} steps per epoch), validating on {}; world size {}",
+               data.train->size(), sampler.samples_per_rank(), steps_per_epoch, data.valid ? data.valid->size() : 0,
+               communicator.world_size());
+
+  std::unique_ptr<MetricsLog> metrics;
+  if (writer) metrics = std::make_unique<MetricsLog>(output_dir / "metrics.jsonl");
+
+  FitResult result;
+  for (std::int64_t epoch = position.epochs_done; epoch < spec.train.epochs; ++epoch) {
+    const auto epoch_started = Clock::now();
+    data::Loader loader(data.train, sampler.indices(epoch), epoch,
+                        {spec.train.batch_size, static_cast<int>(spec.data.workers)});
+    log::Progress progress(fmt::format("epoch {}/{}", epoch + 1, spec.train.epochs), loader.num_batches(), "batches");
+    Totals train_totals;
+    double lr = spec.train.lr;
+    try {
+      while (auto batch = loader.next()) {
+        lr = learning_rate(schedule, position.step);
+        set_learning_rate(*optimizer, lr);
+        optimizer->zero_grad();
+        const torch::Tensor output = model.forward({batch->inputs}).toTensor();
+        const torch::Tensor loss = loss_of(output, batch->targets, data.schema.classification);
+        const double loss_value = loss.item<double>();
+        if (!std::isfinite(loss_value)) {
+          fail(ExitCode::training, "the loss became {} at epoch {} step {}: lower train.lr (now {:g})", loss_value,
+               epoch + 1, position.step, lr);
+        }
+        loss.backward();
+        average_gradients(parameters, communicator);
+        optimizer->step();
+        ++position.step;
+        const double n = static_cast<double>(batch->targets.size(0));
+        train_totals.loss_sum += loss_value * n;
+        train_totals.count += n;
+        progress.set_note(fmt::format("loss {:.4f}", train_totals.loss_sum / train_totals.count));
+        progress.advance();
+      }
+    } catch (const c10::Error& error) {
+      fail(ExitCode::training, "epoch {}: {}", epoch + 1, error.what_without_backtrace());
+    }
+    progress.finish();
+    position.epochs_done = epoch + 1;
+
+    const Totals train = all_ranks(train_totals, communicator);
+    EpochMetrics m;
+    m.epoch = epoch + 1;
+    m.step = position.step;
+    m.lr = lr;
+    m.train_loss = train.loss_sum / train.count;
+    m.valid_loss = m.valid_accuracy = std::nan("");
+    if (data.valid && data.valid->size() > 0) {
+      const Totals valid = validate(model, *data.valid, data.schema, spec, communicator);
+      m.valid_loss = valid.loss_sum / valid.count;
+      if (data.schema.classification) m.valid_accuracy = valid.correct / valid.count;
+    }
+    m.seconds = std::chrono::duration<double>(Clock::now() - epoch_started).count();
+    spdlog::info("epoch {}/{}: train_loss {:.4f} valid_loss {:.4f} accuracy {:.4f} lr {:.3g} ({:.1f}s)", m.epoch,
+                 spec.train.epochs, m.train_loss, m.valid_loss, m.valid_accuracy, m.lr, m.seconds);
+    if (writer) {
+      metrics->write(m);
+      const bool due = spec.checkpoint.every_epochs > 0 && (m.epoch % spec.checkpoint.every_epochs == 0 ||
+                                                             m.epoch == spec.train.epochs);
+      if (due) {
+        save_checkpoint(checkpoint_path(checkpoints, m.epoch), model, *optimizer, position);
+        prune_checkpoints(checkpoints, spec.checkpoint.keep);
+      }
+    }
+    result.last = m;
+    ++result.epochs_run;
+  }
+
+  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  if (writer) {
+    write_final_outputs(model, output_dir, origin, spec, result.last, communicator.world_size(), seconds, data);
+    result.model_file = output_dir / "model.pt";
+    spdlog::info("wrote {} and {}", result.model_file.string(), (output_dir / "run.json").string());
+  }
+  communicator.barrier();
+  return result;
+}
+
+}  // namespace tp::train

@@ -1,0 +1,197 @@
+// Runs the trainpoint binary as a user would: a git repository with two commits whose specs
+// differ, generated data, and bad input of every kind the CLI must explain.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace tp {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_checked;
+using testing::run_command;
+using testing::shell_quote;
+
+const char* kSpecTemplate = R"([job]
+name = "%NAME%"
+seed = 3
+output = "out"
+
+[data]
+source = "data"
+format = "image_folder"
+image_size = 16
+valid = 0.25
+workers = 2
+
+[model]
+arch = "small_cnn"
+
+[train]
+epochs = %EPOCHS%
+batch_size = 32
+lr = 3e-3
+)";
+
+std::string spec_text(const std::string& name, int epochs) {
+  std::string text = kSpecTemplate;
+  text.replace(text.find("%NAME%"), 6, name);
+  text.replace(text.find("%EPOCHS%"), 8, std::to_string(epochs));
+  return text;
+}
+
+nlohmann::json read_json(const fs::path& file) {
+  std::ifstream in(file);
+  return nlohmann::json::parse(in);
+}
+
+std::vector<nlohmann::json> read_lines(const fs::path& file) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+// A repository whose first commit asks for 4 epochs of job "first" and second for 1 epoch of "second".
+class EndToEnd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    repo_ = dir_ / "repo";
+    run_checked(std::string(TP_MAKE_DATASET_BIN) + " images --out " + shell_quote((repo_ / "data").string()) +
+                " --classes 2 --per-class 60 --size 16 --format mixed --seed 4");
+    const std::string git = "git -C " + shell_quote(repo_.string()) + " -c user.name=t -c user.email=t@example.invalid ";
+    run_checked("git init -q -b main " + shell_quote(repo_.string()));
+    testing::write_text(repo_ / "train.toml", spec_text("first", 4));
+    run_checked(git + "add -A && " + git + "commit -q -m first");
+    first_ = trim(run_checked(git + "rev-parse HEAD"));
+    testing::write_text(repo_ / "train.toml", spec_text("second", 1));
+    run_checked(git + "commit -q -am second");
+  }
+
+  static std::string trim(std::string text) {
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    return text;
+  }
+
+  testing::CommandResult trainpoint(const std::string& arguments) {
+    return run_command(testing::trainpoint_binary() + " " + arguments);
+  }
+
+  testing::TempDir dir_;
+  fs::path repo_;
+  std::string first_;
+};
+
+TEST_F(EndToEnd, TrainsFromTheFirstCommitWithItsSpecAndTheLossFalls) {
+  const auto result = trainpoint("run --repo file://" + repo_.string() + " --ref " + first_ +
+                                 " --spec train.toml --workdir " + shell_quote(dir_.path().string()));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("checked out commit " + first_), std::string::npos) << result.output;
+
+  const auto record = read_json(dir_ / "out/run.json");
+  EXPECT_EQ(record["source"]["commit"], first_);
+  EXPECT_EQ(record["job"], "first");
+  const auto metrics = read_lines(dir_ / "out/metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 4u) << "the first commit's spec asks for 4 epochs";
+  EXPECT_LT(metrics.back()["train_loss"].get<double>(), 0.5 * metrics.front()["train_loss"].get<double>());
+  EXPECT_GT(metrics.back()["accuracy"].get<double>(), 0.85);
+  EXPECT_TRUE(fs::exists(dir_ / "out/model.pt"));
+  EXPECT_TRUE(fs::is_directory(dir_ / ("checkouts/" + first_)));
+}
+
+TEST_F(EndToEnd, ShortShaAndBranchResolve) {
+  const auto check_first = trainpoint("check --repo " + repo_.string() + " --ref " + first_.substr(0, 10) +
+                                      " --spec train.toml --workdir " + shell_quote(dir_.path().string()));
+  ASSERT_EQ(check_first.exit_code, 0) << check_first.output;
+  EXPECT_NE(check_first.output.find("name = \"first\""), std::string::npos) << check_first.output;
+  const auto check_main = trainpoint("check --repo " + repo_.string() + " --ref main --spec train.toml --workdir " +
+                                     shell_quote(dir_.path().string()));
+  ASSERT_EQ(check_main.exit_code, 0) << check_main.output;
+  EXPECT_NE(check_main.output.find("name = \"second\""), std::string::npos);
+  EXPECT_NE(check_main.output.find("epochs = 1"), std::string::npos);
+}
+
+TEST_F(EndToEnd, EnvironmentSetsOptionsAndTheCommandLineWins) {
+  const auto result = run_command("TRAINPOINT_REPO=" + repo_.string() + " TRAINPOINT_REF=" + first_ +
+                                  " TRAINPOINT_SPEC=train.toml TRAINPOINT_SET='train.epochs=2;train.lr=0.01' " +
+                                  testing::trainpoint_binary() + " check --set train.epochs=3 --workdir " +
+                                  shell_quote(dir_.path().string()));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("epochs = 3"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("lr = 0.01"), std::string::npos) << result.output;
+}
+
+// One error line, the documented exit code, no stack trace, and no finished-looking outputs.
+void expect_clean_failure(const testing::CommandResult& result, int code, const std::string& message,
+                          const fs::path& output_dir) {
+  EXPECT_EQ(result.exit_code, code) << result.output;
+  EXPECT_NE(result.output.find(message), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("Exception raised from"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("frame #"), std::string::npos) << result.output;
+  std::size_t error_lines = 0;
+  for (std::size_t at = result.output.find(" error "); at != std::string::npos; at = result.output.find(" error ", at + 1)) {
+    ++error_lines;
+  }
+  EXPECT_EQ(error_lines, 1u) << result.output;
+  EXPECT_FALSE(fs::exists(output_dir / "model.pt"));
+  EXPECT_FALSE(fs::exists(output_dir / "run.json"));
+}
+
+TEST_F(EndToEnd, BadInputGetsOneClearLineAndTheRightExitClass) {
+  const std::string workdir = " --workdir " + shell_quote(dir_.path().string());
+  expect_clean_failure(trainpoint("run --repo " + (dir_ / "nowhere").string() + " --spec train.toml" + workdir), 4,
+                       "repository not found", dir_ / "out");
+  expect_clean_failure(trainpoint("run --repo " + repo_.string() + " --ref no-such-branch --spec train.toml" + workdir),
+                       4, "ref 'no-such-branch' not found", dir_ / "out");
+  expect_clean_failure(
+      trainpoint("run --repo " + repo_.string() + " --ref 0123456789abcdef0123456789abcdef01234567 --spec train.toml" +
+                 workdir),
+      4, "not found", dir_ / "out");
+  expect_clean_failure(trainpoint("run --repo " + repo_.string() + " --spec absent.toml" + workdir), 3,
+                       "absent.toml: spec file not found", dir_ / "out");
+  expect_clean_failure(trainpoint("run --repo " + repo_.string() + " --spec train.toml --set trian.lr=1" + workdir), 3,
+                       "unknown key 'trian.lr' (did you mean 'train.lr'?)", dir_ / "out");
+  expect_clean_failure(trainpoint("run --repo " + repo_.string() + " --spec train.toml --set train.lr=-1" + workdir), 3,
+                       "train.lr: -1 is out of range", dir_ / "out");
+  expect_clean_failure(trainpoint("run --spec train.toml --bogus" + workdir), 2, "bogus", dir_ / "out");
+  expect_clean_failure(trainpoint("launch"), 2, "unknown command 'launch'", dir_ / "out");
+  expect_clean_failure(
+      trainpoint("run --repo " + repo_.string() + " --spec train.toml --set data.source=/nonexistent" + workdir), 5,
+      "/nonexistent", dir_ / "out");
+}
+
+TEST_F(EndToEnd, LocalSpecFileWithAMisspelledKeyNamesLineAndColumn) {
+  testing::write_text(dir_ / "local/train.toml", spec_text("local", 1) + "\n[train]\n");
+  auto duplicate = trainpoint("check --spec " + (dir_ / "local/train.toml").string());
+  EXPECT_EQ(duplicate.exit_code, 3) << duplicate.output;
+  testing::write_text(dir_ / "local/train.toml", "[data]\nsource = \"d\"\n[model]\narch = \"mlp\"\n[trian]\nlr = 1\n");
+  const auto result = trainpoint("check --spec " + (dir_ / "local/train.toml").string());
+  EXPECT_EQ(result.exit_code, 3);
+  EXPECT_NE(result.output.find(":6:1: unknown key 'trian.lr' (did you mean 'train.lr'?)"), std::string::npos)
+      << result.output;
+}
+
+TEST(Cli, VersionNamesTheLibraries) {
+  const auto result = run_command(testing::trainpoint_binary() + " version");
+  ASSERT_EQ(result.exit_code, 0);
+  for (const char* part : {"trainpoint ", "libtorch ", "cuda ", "nccl ", "libgit2 ", "curl "}) {
+    EXPECT_NE(result.output.find(part), std::string::npos) << part;
+  }
+}
+
+TEST(Cli, JsonLogLinesParse) {
+  testing::TempDir dir;
+  const auto result = run_command(testing::trainpoint_binary() + " run --log-format json --spec " +
+                                  (dir / "absent.toml").string());
+  EXPECT_EQ(result.exit_code, 3);
+  const auto line = nlohmann::json::parse(result.output.substr(0, result.output.find('\n')));
+  EXPECT_EQ(line["level"], "error");
+  EXPECT_NE(line["msg"].get<std::string>().find("spec file not found"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tp

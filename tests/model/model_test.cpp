@@ -1,0 +1,121 @@
+#include "model/model.h"
+
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include "common/error.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace tp::model {
+namespace {
+
+spec::ModelSpec arch(const std::string& name) {
+  spec::ModelSpec spec;
+  spec.arch = name;
+  spec.hidden = {32, 16};
+  return spec;
+}
+
+data::Schema schema(std::vector<std::int64_t> input_shape, std::int64_t outputs, bool classification) {
+  data::Schema schema;
+  schema.input_shape = std::move(input_shape);
+  schema.num_outputs = outputs;
+  schema.classification = classification;
+  return schema;
+}
+
+data::Schema image_schema() { return schema({3, 32, 32}, 4, true); }
+
+std::vector<std::string> parameter_names(const torch::jit::Module& module) {
+  std::vector<std::string> names;
+  for (const auto& parameter : module.named_parameters()) names.push_back(parameter.name);
+  return names;
+}
+
+TEST(Model, SmallCnnHasTorchNamesAndOutputShape) {
+  auto net = create(arch("small_cnn"), image_schema(), ".", 1);
+  EXPECT_EQ(parameter_names(net), (std::vector<std::string>{"conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",
+                                                            "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}));
+  const auto output = net.forward({torch::randn({5, 3, 32, 32})}).toTensor();
+  EXPECT_EQ(output.sizes(), (std::vector<std::int64_t>{5, 4}));
+  EXPECT_EQ(net.attr("fc1").toModule().attr("weight").toTensor().size(1), 64 * 8 * 8);
+}
+
+TEST(Model, MlpFlattensInputs) {
+  auto net = create(arch("mlp"), schema({7}, 1, false), ".", 1);
+  EXPECT_EQ(parameter_names(net),
+            (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "head.weight", "head.bias"}));
+  EXPECT_EQ(net.forward({torch::randn({3, 7})}).toTensor().sizes(), (std::vector<std::int64_t>{3, 1}));
+}
+
+TEST(Model, SameSeedSameWeightsOtherSeedOtherWeights) {
+  auto a = create(arch("small_cnn"), image_schema(), ".", 7);
+  auto b = create(arch("small_cnn"), image_schema(), ".", 7);
+  auto c = create(arch("small_cnn"), image_schema(), ".", 8);
+  const auto weight = [](const torch::jit::Module& m) { return m.attr("conv1").toModule().attr("weight").toTensor(); };
+  EXPECT_TRUE(torch::equal(weight(a), weight(b)));
+  EXPECT_FALSE(torch::equal(weight(a), weight(c)));
+}
+
+TEST(Model, SmallCnnRejectsTables) {
+  try {
+    create(arch("small_cnn"), schema({7}, 2, true), ".", 1);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::model);
+    EXPECT_NE(std::string(error.what()).find("needs images"), std::string::npos);
+  }
+}
+
+TEST(Model, SavedBuiltinLoadsAsTorchScriptAndTorchScriptLoadsFromTheRepository) {
+  testing::TempDir dir;
+  auto net = create(arch("small_cnn"), image_schema(), ".", 3);
+  net.save((dir / "models/net.pt").string());
+  spec::ModelSpec from_file;
+  from_file.torchscript = "models/net.pt";
+  auto loaded = create(from_file, image_schema(), dir.path(), 3);
+  const auto input = torch::randn({2, 3, 32, 32});
+  EXPECT_TRUE(torch::allclose(net.forward({input}).toTensor(), loaded.forward({input}).toTensor()));
+}
+
+TEST(Model, MissingOrBadTorchScriptIsAModelError) {
+  testing::TempDir dir;
+  spec::ModelSpec spec;
+  spec.torchscript = "models/absent.pt";
+  try {
+    create(spec, image_schema(), dir.path(), 1);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::model);
+    EXPECT_STREQ(error.what(), "model.torchscript: models/absent.pt not found in the repository");
+  }
+  testing::write_text(dir / "models/bad.pt", "not a zip");
+  spec.torchscript = "models/bad.pt";
+  try {
+    create(spec, image_schema(), dir.path(), 1);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::model);
+    EXPECT_NE(std::string(error.what()).find("is not a TorchScript module"), std::string::npos);
+    EXPECT_EQ(std::string(error.what()).find("Exception raised from"), std::string::npos) << "no C++ stack trace";
+  }
+}
+
+TEST(Model, PythonTorchLoadsTheSavedBuiltin) {
+  testing::TempDir dir;
+  auto net = create(arch("small_cnn"), image_schema(), ".", 3);
+  net.eval();
+  net.save((dir / "net.pt").string());
+  const auto input = torch::ones({1, 3, 32, 32});
+  const float expected = net.forward({input}).toTensor()[0][0].item<float>();
+  const auto result = testing::run_command(
+      "/usr/bin/python3 -c \"import torch; m = torch.jit.load('" + (dir / "net.pt").string() +
+      "'); print('%.6f' % m(torch.ones(1, 3, 32, 32))[0][0].item())\"");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NEAR(std::stod(result.output), expected, 1e-5);
+}
+
+}  // namespace
+}  // namespace tp::model

@@ -1,0 +1,148 @@
+#include "train/trainer.h"
+
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "model/model.h"
+#include "support/temp_dir.h"
+#include "train/checkpoint.h"
+
+namespace tp::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Three Gaussian blobs in 8 dimensions: learnable to high accuracy in a few epochs.
+data::Datasets blobs(std::int64_t n, std::uint64_t seed) {
+  torch::manual_seed(seed);
+  const auto labels = torch::randint(0, 3, {n}, torch::kLong);
+  const auto centers = torch::randn({3, 8}) * 3;
+  const auto inputs = centers.index_select(0, labels) + torch::randn({n, 8});
+  auto all = std::make_shared<data::TensorDataset>(inputs, labels);
+  const auto [train_idx, valid_idx] = data::split_indices(static_cast<std::size_t>(n), 0.25, seed);
+  data::Datasets datasets;
+  datasets.train = std::make_shared<data::SubsetDataset>(all, train_idx);
+  datasets.valid = std::make_shared<data::SubsetDataset>(all, valid_idx);
+  datasets.schema.input_shape = {8};
+  datasets.schema.num_outputs = 3;
+  datasets.schema.class_names = {"a", "b", "c"};
+  return datasets;
+}
+
+spec::Spec small_spec() {
+  spec::Spec spec;
+  spec.job = {"test", 1, "out"};
+  spec.data.workers = 1;
+  spec.model.arch = "mlp";
+  spec.model.hidden = {16};
+  spec.train = {4, 32, "adamw", 0.01, 0.9, 0.0, "one_cycle", 0.25};
+  spec.checkpoint = {1, 2, "auto"};
+  return spec;
+}
+
+std::vector<nlohmann::json> read_metrics(const fs::path& file) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+TEST(Trainer, LossFallsToTargetAndOutputsAreWritten) {
+  testing::TempDir dir;
+  const auto data = blobs(600, 5);
+  const auto spec = small_spec();
+  auto model = model::create(spec.model, data.schema, ".", 1);
+  auto single = dist::single_process();
+  const auto result = fit(model, data, spec, *single, dir / "out", {"repo", "main", "abc123", "train.toml", ""});
+  EXPECT_EQ(result.epochs_run, 4);
+  EXPECT_LT(result.last.train_loss, 0.3);
+  EXPECT_GT(result.last.valid_accuracy, 0.9);
+  const auto metrics = read_metrics(dir / "out/metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 4u);
+  EXPECT_LT(metrics.back()["train_loss"].get<double>(), metrics.front()["train_loss"].get<double>());
+  EXPECT_TRUE(fs::exists(dir / "out/model.pt"));
+  auto reloaded = torch::jit::load((dir / "out/model.pt").string());
+  EXPECT_EQ(reloaded.forward({torch::randn({2, 8})}).toTensor().size(1), 3);
+  std::ifstream record_file(dir / "out/run.json");
+  const auto record = nlohmann::json::parse(record_file);
+  EXPECT_EQ(record["source"]["commit"], "abc123");
+  EXPECT_EQ(record["final"]["epoch"], 4);
+  // keep = 2: only the two newest checkpoints remain.
+  EXPECT_FALSE(fs::exists(checkpoint_path(dir / "out/checkpoints", 2)));
+  EXPECT_TRUE(fs::exists(checkpoint_path(dir / "out/checkpoints", 3)));
+  EXPECT_TRUE(fs::exists(checkpoint_path(dir / "out/checkpoints", 4)));
+}
+
+TEST(Trainer, ResumeContinuesFromTheLastCheckpointAndMatchesAStraightRun) {
+  testing::TempDir dir;
+  const auto data = blobs(300, 6);
+  auto spec = small_spec();
+  spec.train.optimizer = "sgd";
+  spec.train.schedule = "constant";
+  spec.data.workers = 0;
+  auto single = dist::single_process();
+
+  auto straight = model::create(spec.model, data.schema, ".", 1);
+  fit(straight, data, spec, *single, dir / "straight", {});
+
+  auto first = model::create(spec.model, data.schema, ".", 1);
+  auto half = spec;
+  half.train.epochs = 2;
+  fit(first, data, half, *single, dir / "resumed", {});
+  // A new process: fresh weights, then resume from the checkpoint after epoch 2.
+  auto second = model::create(spec.model, data.schema, ".", 99);
+  const auto result = fit(second, data, spec, *single, dir / "resumed", {});
+  EXPECT_EQ(result.epochs_run, 2);
+  const auto a = straight.parameters();
+  const auto b = second.parameters();
+  for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib) {
+    EXPECT_TRUE(torch::allclose(*ia, *ib, 1e-6, 1e-7));
+  }
+  EXPECT_EQ(read_metrics(dir / "resumed/metrics.jsonl").size(), 4u);
+}
+
+TEST(Trainer, CorruptedNewestCheckpointIsSkipped) {
+  testing::TempDir dir;
+  const auto data = blobs(200, 7);
+  auto spec = small_spec();
+  spec.train.epochs = 2;
+  auto single = dist::single_process();
+  auto model = model::create(spec.model, data.schema, ".", 1);
+  fit(model, data, spec, *single, dir / "out", {});
+  testing::write_text(checkpoint_path(dir / "out/checkpoints", 2), "truncated");
+  auto fresh = model::create(spec.model, data.schema, ".", 1);
+  spec.train.epochs = 3;
+  const auto result = fit(fresh, data, spec, *single, dir / "out", {});
+  EXPECT_EQ(result.epochs_run, 2) << "resumed after epoch 1, the newest valid checkpoint";
+}
+
+TEST(Trainer, DivergingRunFailsClearlyAndLeavesNoFinalOutputs) {
+  testing::TempDir dir;
+  const auto data = blobs(200, 8);
+  auto spec = small_spec();
+  spec.train.optimizer = "sgd";
+  spec.train.schedule = "constant";
+  spec.train.lr = 10.0;
+  spec.train.momentum = 0.99;
+  spec.model.hidden = {256, 256};
+  auto model = model::create(spec.model, data.schema, ".", 1);
+  for (auto parameter : model.parameters()) parameter.data().mul_(1e18);
+  auto single = dist::single_process();
+  try {
+    fit(model, data, spec, *single, dir / "out", {});
+    FAIL() << "expected the run to fail";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::training);
+    EXPECT_NE(std::string(error.what()).find("lower train.lr"), std::string::npos) << error.what();
+  }
+  EXPECT_FALSE(fs::exists(dir / "out/model.pt"));
+  EXPECT_FALSE(fs::exists(dir / "out/run.json"));
+}
+
+}  // namespace
+}  // namespace tp::train
