@@ -1,0 +1,153 @@
+#include "s3/checksums.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <zlib.h>
+
+#include <array>
+#include <stdexcept>
+
+namespace tp::s3 {
+namespace {
+
+// CRC-32C (Castagnoli), reflected, as S3's x-amz-checksum-crc32c; zlib only has plain CRC-32.
+const std::array<std::uint32_t, 256>& crc32c_table() {
+  static const auto table = [] {
+    std::array<std::uint32_t, 256> entries{};
+    for (std::uint32_t i = 0; i < 256; ++i) {
+      std::uint32_t crc = i;
+      for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u)));
+      entries[i] = crc;
+    }
+    return entries;
+  }();
+  return table;
+}
+
+std::string big_endian(std::uint32_t value) {
+  return {static_cast<char>(value >> 24), static_cast<char>(value >> 16), static_cast<char>(value >> 8),
+          static_cast<char>(value)};
+}
+
+const EVP_MD* evp_for(Digest::Algorithm algorithm) {
+  switch (algorithm) {
+    case Digest::Algorithm::md5:
+      return EVP_md5();
+    case Digest::Algorithm::sha1:
+      return EVP_sha1();
+    case Digest::Algorithm::sha256:
+      return EVP_sha256();
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+struct Digest::State {
+  Algorithm algorithm;
+  EVP_MD_CTX* context = nullptr;
+  std::uint32_t crc = 0;
+};
+
+Digest::Digest(Algorithm algorithm) : state_(std::make_unique<State>()) {
+  state_->algorithm = algorithm;
+  if (const EVP_MD* md = evp_for(algorithm)) {
+    state_->context = EVP_MD_CTX_new();
+    if (state_->context == nullptr || EVP_DigestInit_ex(state_->context, md, nullptr) != 1) {
+      throw std::runtime_error("OpenSSL digest initialisation failed");
+    }
+  } else if (algorithm == Algorithm::crc32c) {
+    state_->crc = 0xFFFFFFFFu;
+  }
+}
+
+Digest::~Digest() {
+  if (state_ && state_->context) EVP_MD_CTX_free(state_->context);
+}
+Digest::Digest(Digest&&) noexcept = default;
+Digest& Digest::operator=(Digest&&) noexcept = default;
+
+void Digest::update(const void* data, std::size_t size) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  switch (state_->algorithm) {
+    case Algorithm::crc32:
+      while (size > 0) {  // zlib takes a uInt length
+        const uInt chunk = static_cast<uInt>(std::min<std::size_t>(size, 1u << 30));
+        state_->crc = static_cast<std::uint32_t>(::crc32(state_->crc, bytes, chunk));
+        bytes += chunk;
+        size -= chunk;
+      }
+      break;
+    case Algorithm::crc32c: {
+      const auto& table = crc32c_table();
+      std::uint32_t crc = state_->crc;
+      for (std::size_t i = 0; i < size; ++i) crc = table[(crc ^ bytes[i]) & 0xFFu] ^ (crc >> 8);
+      state_->crc = crc;
+      break;
+    }
+    default:
+      EVP_DigestUpdate(state_->context, bytes, size);
+  }
+}
+
+std::string Digest::finish() {
+  switch (state_->algorithm) {
+    case Algorithm::crc32:
+      return big_endian(state_->crc);
+    case Algorithm::crc32c:
+      return big_endian(state_->crc ^ 0xFFFFFFFFu);
+    default: {
+      unsigned char out[EVP_MAX_MD_SIZE];
+      unsigned int length = 0;
+      EVP_DigestFinal_ex(state_->context, out, &length);
+      return std::string(reinterpret_cast<char*>(out), length);
+    }
+  }
+}
+
+std::string hex(std::string_view bytes) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 0xF];
+  }
+  return out;
+}
+
+std::string base64(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+  const int written =
+      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                      reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+  out.resize(static_cast<std::size_t>(written));
+  return out;
+}
+
+std::string sha256(std::string_view data) {
+  Digest digest(Digest::Algorithm::sha256);
+  digest.update(data.data(), data.size());
+  return digest.finish();
+}
+
+std::string sha256_hex(std::string_view data) {
+  return hex(sha256(data));
+}
+
+std::string md5(std::string_view data) {
+  Digest digest(Digest::Algorithm::md5);
+  digest.update(data.data(), data.size());
+  return digest.finish();
+}
+
+std::string hmac_sha256(std::string_view key, std::string_view data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &length);
+  return std::string(reinterpret_cast<char*>(out), length);
+}
+
+}  // namespace tp::s3

@@ -1,0 +1,749 @@
+#include "s3/client.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "s3/checksums.h"
+#include "s3/xml.h"
+
+namespace tp::s3 {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::size_t kHashChunk = 1 << 20;
+
+ExitCode write_failure_class(int error_number) {
+  return error_number == ENOSPC || error_number == EDQUOT || error_number == EIO ? ExitCode::storage
+                                                                                 : ExitCode::output;
+}
+
+// A file descriptor closed on scope exit.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+int open_for_writing(const fs::path& path) {
+  std::error_code error;
+  fs::create_directories(path.parent_path(), error);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(write_failure_class(errno), "cannot create {}: {}", path.string(), std::strerror(errno));
+  return fd;
+}
+
+// Hashes [begin, begin + size) of a file with each digest, reading kHashChunk bytes at a time.
+void hash_file_range(const fs::path& path, int fd, std::uint64_t begin, std::uint64_t size,
+                     std::initializer_list<Digest*> digests) {
+  std::vector<char> buffer(kHashChunk);
+  std::uint64_t done = 0;
+  while (done < size) {
+    const ssize_t got = ::pread(fd, buffer.data(), std::min<std::uint64_t>(buffer.size(), size - done),
+                                static_cast<off_t>(begin + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      fail(ExitCode::output, "cannot read {}: {}", path.string(),
+           got < 0 ? std::strerror(errno) : "short file");
+    for (Digest* digest : digests) digest->update(buffer.data(), static_cast<std::size_t>(got));
+    done += static_cast<std::uint64_t>(got);
+  }
+}
+
+// The x-amz-checksum-* header S3 sent, if any: which algorithm and the expected base64 value.
+std::optional<std::pair<Digest::Algorithm, std::string>> sent_checksum(const HttpResponse& response) {
+  for (const ChecksumHeader& candidate : kChecksumHeaders) {
+    const std::string& value = response.header(candidate.header);
+    // A composite checksum of a multipart object ("<base64>-<parts>") is not a whole-object checksum.
+    if (!value.empty() && value.find('-') == std::string::npos) {
+      return std::make_pair(candidate.algorithm, value);
+    }
+  }
+  return std::nullopt;
+}
+
+std::string host_of(const std::string& endpoint) {
+  const auto start = endpoint.find("://") + 3;
+  const auto end = endpoint.find('/', start);
+  std::string host = endpoint.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  // The Host header (and the signature) omit the scheme's default port.
+  const bool https = endpoint.rfind("https://", 0) == 0;
+  const std::string default_port = https ? ":443" : ":80";
+  if (host.size() > default_port.size() &&
+      host.compare(host.size() - default_port.size(), default_port.size(), default_port) == 0) {
+    host.resize(host.size() - default_port.size());
+  }
+  return host;
+}
+
+std::chrono::milliseconds backoff_delay(const TransferSettings& settings, int failed_attempts) {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  const auto ceiling = std::min<std::int64_t>(
+      settings.backoff_cap.count(), settings.backoff_base.count() << std::min(failed_attempts - 1, 20));
+  // Full jitter: ranks that failed together do not retry together.
+  return std::chrono::milliseconds(std::uniform_int_distribution<std::int64_t>(ceiling / 2, ceiling)(random));
+}
+
+}  // namespace
+
+// Borrows a connection from the client's idle set and returns it when done, so connections are reused
+// across listings, downloads and uploads.
+class Client::HandleLease {
+ public:
+  explicit HandleLease(Client& client) : client_(client) {
+    std::lock_guard<std::mutex> lock(client_.idle_handles_mutex_);
+    if (!client_.idle_handles_.empty()) {
+      handle_ = std::move(client_.idle_handles_.back());
+      client_.idle_handles_.pop_back();
+    }
+    if (!handle_) handle_ = std::make_unique<HttpHandle>(client_.settings_.http);
+  }
+  ~HandleLease() {
+    std::lock_guard<std::mutex> lock(client_.idle_handles_mutex_);
+    client_.idle_handles_.push_back(std::move(handle_));
+  }
+  HttpHandle& get() { return *handle_; }
+
+ private:
+  Client& client_;
+  std::unique_ptr<HttpHandle> handle_;
+};
+
+Client::Client(Connection connection, TransferSettings settings)
+    : connection_(std::move(connection)), settings_(std::move(settings)) {
+  settings_.parallelism = std::max(1, settings_.parallelism);
+  settings_.part_size = std::max<std::uint64_t>(settings_.part_size, 5ull << 20);  // S3's minimum part
+  if (settings_.http.ca_bundle.empty()) settings_.http.ca_bundle = connection_.ca_bundle;
+  spdlog::info("s3: endpoint {} (from {}, {}-style, region {}), credentials from {}", connection_.endpoint,
+               connection_.endpoint_source, connection_.path_style ? "path" : "virtual-hosted",
+               connection_.region, connection_.credentials.source);
+}
+
+Client::~Client() = default;
+
+Client::Target Client::locate(const std::string& bucket, const std::string& key,
+                              const QueryList& query) const {
+  Target target;
+  const std::string scheme = connection_.endpoint.substr(0, connection_.endpoint.find("://") + 3);
+  const std::string endpoint_host = host_of(connection_.endpoint);
+  if (connection_.path_style) {
+    target.host = endpoint_host;
+    target.path = "/" + bucket + (key.empty() ? "/" : "/" + key);
+  } else {
+    target.host = bucket + "." + endpoint_host;
+    target.path = "/" + key;
+  }
+  const std::string query_string = canonical_query(query);
+  target.url =
+      scheme + target.host + uri_encode(target.path, true) + (query_string.empty() ? "" : "?" + query_string);
+  return target;
+}
+
+std::string Client::describe(const std::string& method, const std::string& bucket,
+                             const std::string& key) const {
+  return fmt::format("{} s3://{}/{} at {}", method, bucket, key, connection_.endpoint);
+}
+
+HttpResponse Client::send(HttpHandle& handle, const Call& call) {
+  const Target target = locate(call.bucket, call.key, call.query);
+  HttpRequest request;
+  request.method = call.method;
+  request.url = target.url;
+  request.body = call.body;
+  request.body_size = call.body_size;
+  request.sink = call.sink;
+  if (connection_.credentials.anonymous()) {
+    request.headers = call.headers;
+  } else {
+    SignableRequest signable;
+    signable.method = call.method;
+    signable.host = target.host;
+    signable.path = target.path;
+    signable.query = call.query;
+    signable.headers = call.headers;
+    signable.payload_sha256 = call.payload_sha256;
+    request.headers = sign(signable, connection_.credentials, connection_.region, std::time(nullptr)).headers;
+  }
+  return handle.perform(request, &cancel_);
+}
+
+std::optional<std::string> Client::check(const HttpResponse& response, const std::string& what,
+                                         std::initializer_list<long> expected) const {
+  if (response.curl_code != CURLE_OK) {
+    switch (response.curl_code) {
+      case CURLE_PEER_FAILED_VERIFICATION:
+      case CURLE_SSL_CACERT_BADFILE:
+      case CURLE_SSL_CERTPROBLEM:
+        fail(ExitCode::usage, "{}: TLS verification failed ({}); give the endpoint's CA with AWS_CA_BUNDLE",
+             what, response.curl_error);
+      case CURLE_UNSUPPORTED_PROTOCOL:
+      case CURLE_URL_MALFORMAT:
+        fail(ExitCode::usage, "{}: bad endpoint URL ({})", what, response.curl_error);
+      case CURLE_ABORTED_BY_CALLBACK:
+        fail(ExitCode::network, "{}: cancelled after another transfer failed", what);
+      default:
+        return fmt::format("{} (curl error {})", response.curl_error, static_cast<int>(response.curl_code));
+    }
+  }
+  if (std::find(expected.begin(), expected.end(), response.status) != expected.end()) return std::nullopt;
+  const xml::ErrorBody error = xml::parse_error(response.body);
+  const std::string cause =
+      fmt::format("HTTP {}{}{}", response.status, error.code.empty() ? "" : " " + error.code,
+                  error.message.empty() ? "" : ": " + error.message);
+  if (response.status >= 500 || response.status == 429 || error.code == "SlowDown" ||
+      error.code == "RequestTimeout" || error.code == "InternalError") {
+    return cause;
+  }
+  if (response.status == 401 || response.status == 403) {
+    fail(ExitCode::usage, "{}: {} (credentials from {})", what, cause, connection_.credentials.source);
+  }
+  if (response.status == 412)
+    fail(ExitCode::network, "{}: the object changed on the server while it was read ({})", what, cause);
+  fail(ExitCode::data, "{}: {}", what, cause);
+}
+
+void Client::retrying(const std::string& what, const std::function<std::optional<std::string>()>& attempt) {
+  std::string last_cause;
+  for (int attempt_number = 1; attempt_number <= settings_.max_attempts; ++attempt_number) {
+    if (cancel_.load()) fail(ExitCode::network, "{}: cancelled after another transfer failed", what);
+    const std::optional<std::string> cause = attempt();
+    if (!cause) return;
+    last_cause = *cause;
+    if (attempt_number == settings_.max_attempts) break;
+    const auto delay = backoff_delay(settings_, attempt_number);
+    spdlog::warn("s3: {}: {}; retry {}/{} in {} ms", what, last_cause, attempt_number,
+                 settings_.max_attempts - 1, delay.count());
+    std::this_thread::sleep_for(delay);
+  }
+  fail(ExitCode::network, "{}: gave up after {} attempts; last cause: {}", what, settings_.max_attempts,
+       last_cause);
+}
+
+void Client::run_parallel(std::size_t count, const std::function<void(HttpHandle&, std::size_t)>& task) {
+  std::atomic<std::size_t> next{0};
+  std::mutex error_mutex;
+  std::exception_ptr first_error;
+  cancel_ = false;
+  auto worker = [&] {
+    HandleLease lease(*this);
+    for (std::size_t index = next++; index < count && !cancel_.load(); index = next++) {
+      try {
+        task(lease.get(), index);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!first_error) first_error = std::current_exception();
+        cancel_ = true;
+      }
+    }
+  };
+  const std::size_t thread_count =
+      std::min<std::size_t>(count, static_cast<std::size_t>(settings_.parallelism));
+  if (thread_count <= 1) {
+    worker();
+  } else {
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < thread_count; ++i) threads.emplace_back(worker);
+    for (auto& thread : threads) thread.join();
+  }
+  cancel_ = false;
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+Listing Client::list(const std::string& bucket, const std::string& prefix, const std::string& delimiter) {
+  HandleLease lease(*this);
+  Listing listing;
+  std::string continuation;
+  const std::string what = describe("ListObjectsV2", bucket, prefix);
+  do {
+    Call call;
+    call.method = "GET";
+    call.bucket = bucket;
+    call.query = {{"list-type", "2"}, {"max-keys", std::to_string(settings_.list_page_size)}};
+    if (!prefix.empty()) call.query.emplace_back("prefix", prefix);
+    if (!delimiter.empty()) call.query.emplace_back("delimiter", delimiter);
+    if (!continuation.empty()) call.query.emplace_back("continuation-token", continuation);
+    xml::ListPage page;
+    retrying(what, [&]() -> std::optional<std::string> {
+      const HttpResponse response = send(lease.get(), call);
+      if (auto cause = check(response, what, {200})) return cause;
+      // A cut or garbled page is a transport fault: ask again.
+      try {
+        page = xml::parse_list_objects_v2(response.body);
+      } catch (const Error& error) {
+        return std::string(error.what());
+      }
+      return std::nullopt;
+    });
+    for (auto& object : page.objects) listing.objects.push_back(std::move(object));
+    for (auto& common : page.common_prefixes) listing.common_prefixes.push_back(std::move(common));
+    if (page.truncated && page.next_continuation_token.empty()) {
+      fail(ExitCode::network, "{}: listing is truncated but has no continuation token", what);
+    }
+    continuation = page.truncated ? page.next_continuation_token : "";
+  } while (!continuation.empty());
+  std::sort(listing.objects.begin(), listing.objects.end(),
+            [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+  return listing;
+}
+
+std::optional<ObjectInfo> Client::head(const std::string& bucket, const std::string& key) {
+  HandleLease lease(*this);
+  const std::string what = describe("HEAD", bucket, key);
+  std::optional<ObjectInfo> object;
+  retrying(what, [&]() -> std::optional<std::string> {
+    Call call;
+    call.method = "HEAD";
+    call.bucket = bucket;
+    call.key = key;
+    const HttpResponse response = send(lease.get(), call);
+    if (response.curl_code == CURLE_OK && response.status == 404) {
+      object.reset();
+      return std::nullopt;
+    }
+    if (auto cause = check(response, what, {200})) return cause;
+    object = ObjectInfo{key, std::stoull("0" + response.header("content-length")),
+                        xml::strip_quotes(response.header("etag"))};
+    return std::nullopt;
+  });
+  return object;
+}
+
+void Client::download(const std::string& bucket, const std::vector<DownloadItem>& items,
+                      const std::function<void(const DownloadItem&)>& on_done) {
+  // Small objects are one task each; large ones are split into ranges that download in parallel into one
+  // temporary file, which is verified and renamed once all its ranges are in.
+  struct LargeObject {
+    const DownloadItem* item;
+    fs::path temporary;
+    std::unique_ptr<FileDescriptor> fd;
+    std::atomic<std::size_t> ranges_left{0};
+  };
+  struct Task {
+    const DownloadItem* whole = nullptr;
+    LargeObject* large = nullptr;
+    std::uint64_t begin = 0;
+    std::uint64_t end = 0;  // inclusive
+  };
+  std::vector<std::unique_ptr<LargeObject>> large_objects;
+  std::vector<Task> tasks;
+  for (const DownloadItem& item : items) {
+    if (item.object.size <= settings_.parallel_download_threshold) {
+      tasks.push_back({&item, nullptr, 0, 0});
+      continue;
+    }
+    auto large = std::make_unique<LargeObject>();
+    large->item = &item;
+    large->temporary = temporary_sibling(item.target);
+    for (std::uint64_t begin = 0; begin < item.object.size; begin += settings_.part_size) {
+      tasks.push_back(
+          {nullptr, large.get(), begin, std::min(item.object.size, begin + settings_.part_size) - 1});
+      ++large->ranges_left;
+    }
+    large_objects.push_back(std::move(large));
+  }
+
+  std::mutex done_mutex;
+  auto report = [&](const DownloadItem& item) {
+    if (!on_done) return;
+    std::lock_guard<std::mutex> lock(done_mutex);
+    on_done(item);
+  };
+  std::mutex open_mutex;
+  try {
+    run_parallel(tasks.size(), [&](HttpHandle& handle, std::size_t index) {
+      const Task& task = tasks[index];
+      if (task.whole != nullptr) {
+        download_whole(handle, bucket, *task.whole);
+        report(*task.whole);
+        return;
+      }
+      LargeObject& large = *task.large;
+      {
+        std::lock_guard<std::mutex> lock(open_mutex);
+        if (!large.fd) large.fd = std::make_unique<FileDescriptor>(open_for_writing(large.temporary));
+      }
+      download_range(handle, bucket, large.item->object, large.fd->get(), task.begin, task.end);
+      if (--large.ranges_left != 0) return;
+      // The last range in: verify the whole file, then put it in place.
+      const DownloadItem& item = *large.item;
+      struct stat status {};
+      if (::fstat(large.fd->get(), &status) != 0 ||
+          static_cast<std::uint64_t>(status.st_size) != item.object.size) {
+        fail(ExitCode::network, "{}: downloaded file has the wrong size",
+             describe("GET", bucket, item.object.key));
+      }
+      if (etag_is_md5(item.object.etag)) {
+        Digest md5(Digest::Algorithm::md5);
+        hash_file_range(large.temporary, large.fd->get(), 0, item.object.size, {&md5});
+        const std::string actual = hex(md5.finish());
+        if (actual != item.object.etag) {
+          fail(ExitCode::network, "{}: MD5 {} of the downloaded ranges does not match ETag {}",
+               describe("GET", bucket, item.object.key), actual, item.object.etag);
+        }
+      }
+      large.fd.reset();
+      if (::rename(large.temporary.c_str(), item.target.c_str()) != 0) {
+        fail(write_failure_class(errno), "cannot rename {} to {}: {}", large.temporary.string(),
+             item.target.string(), std::strerror(errno));
+      }
+      report(item);
+    });
+  } catch (...) {
+    for (const auto& large : large_objects) {
+      std::error_code ignored;
+      if (large->ranges_left != 0) fs::remove(large->temporary, ignored);
+    }
+    throw;
+  }
+}
+
+void Client::download_whole(HttpHandle& handle, const std::string& bucket, const DownloadItem& item) {
+  const ObjectInfo& object = item.object;
+  const std::string what = describe("GET", bucket, object.key);
+  const fs::path temporary = temporary_sibling(item.target);
+  FileDescriptor fd(open_for_writing(temporary));
+  struct Progress {
+    std::uint64_t written = 0;
+    Digest md5{Digest::Algorithm::md5};
+    std::optional<Digest> checksum;
+    std::string expected_checksum;
+  } progress;
+  int write_error = 0;
+
+  try {
+    retrying(what, [&]() -> std::optional<std::string> {
+      Call call;
+      call.method = "GET";
+      call.bucket = bucket;
+      call.key = object.key;
+      call.headers.emplace_back("x-amz-checksum-mode", "ENABLED");
+      if (progress.written > 0) {
+        // Resume where the cut transfer stopped, and only if the object is still the one listed.
+        call.headers.emplace_back("Range", fmt::format("bytes={}-", progress.written));
+        call.headers.emplace_back("If-Match", '"' + object.etag + '"');
+      }
+      call.sink = [&](const HttpResponse& response, const char* data, std::size_t size) {
+        if (response.status == 200 && progress.written > 0 && response.sink_bytes == 0) {
+          progress = Progress{};  // the server sent the whole object again: start over
+        }
+        if (progress.written == 0 && response.sink_bytes == 0) {
+          if (auto checksum = sent_checksum(response)) {
+            progress.checksum.emplace(checksum->first);
+            progress.expected_checksum = checksum->second;
+          }
+        }
+        for (std::size_t done = 0; done < size;) {
+          const ssize_t wrote =
+              ::pwrite(fd.get(), data + done, size - done, static_cast<off_t>(progress.written + done));
+          if (wrote < 0 && errno == EINTR) continue;
+          if (wrote < 0) {
+            write_error = errno;
+            return false;
+          }
+          done += static_cast<std::size_t>(wrote);
+        }
+        progress.md5.update(data, size);
+        if (progress.checksum) progress.checksum->update(data, size);
+        progress.written += size;
+        return true;
+      };
+      const HttpResponse response = send(handle, call);
+      if (write_error != 0) {
+        fail(write_failure_class(write_error), "{}: cannot write {}: {}", what, temporary.string(),
+             std::strerror(write_error));
+      }
+      if (auto cause = check(response, what, {200, 206})) return cause;
+      if (progress.written != object.size) {
+        const std::string cause =
+            fmt::format("body cut short: {} of {} bytes", progress.written, object.size);
+        if (progress.written > object.size) progress = Progress{};
+        return cause;
+      }
+      std::optional<std::string> mismatch;
+      if (etag_is_md5(object.etag)) {
+        const std::string actual = hex(progress.md5.finish());
+        if (actual != object.etag)
+          mismatch = fmt::format("MD5 {} does not match ETag {}", actual, object.etag);
+      }
+      if (!mismatch && progress.checksum) {
+        const std::string actual = base64(progress.checksum->finish());
+        if (actual != progress.expected_checksum) {
+          mismatch =
+              fmt::format("checksum {} does not match x-amz-checksum {}", actual, progress.expected_checksum);
+        }
+      }
+      if (mismatch) {
+        progress = Progress{};  // corrupted in transit: fetch it all again
+        return mismatch;
+      }
+      return std::nullopt;
+    });
+    if (::rename(temporary.c_str(), item.target.c_str()) != 0) {
+      fail(write_failure_class(errno), "cannot rename {} to {}: {}", temporary.string(), item.target.string(),
+           std::strerror(errno));
+    }
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove(temporary, ignored);
+    throw;
+  }
+}
+
+void Client::download_range(HttpHandle& handle, const std::string& bucket, const ObjectInfo& object, int fd,
+                            std::uint64_t begin, std::uint64_t end) {
+  const std::string what = fmt::format("{} bytes {}-{}", describe("GET", bucket, object.key), begin, end);
+  std::uint64_t position = begin;
+  int write_error = 0;
+  retrying(what, [&]() -> std::optional<std::string> {
+    Call call;
+    call.method = "GET";
+    call.bucket = bucket;
+    call.key = object.key;
+    call.headers.emplace_back("Range", fmt::format("bytes={}-{}", position, end));
+    call.headers.emplace_back("If-Match", '"' + object.etag + '"');
+    bool whole_object_sent = false;
+    call.sink = [&](const HttpResponse& response, const char* data, std::size_t size) {
+      if (response.status != 206) {
+        whole_object_sent = true;
+        return false;
+      }
+      for (std::size_t done = 0; done < size;) {
+        const ssize_t wrote = ::pwrite(fd, data + done, size - done, static_cast<off_t>(position + done));
+        if (wrote < 0 && errno == EINTR) continue;
+        if (wrote < 0) {
+          write_error = errno;
+          return false;
+        }
+        done += static_cast<std::size_t>(wrote);
+      }
+      position += size;
+      return true;
+    };
+    const HttpResponse response = send(handle, call);
+    if (write_error != 0) {
+      fail(write_failure_class(write_error), "{}: cannot write: {}", what, std::strerror(write_error));
+    }
+    if (whole_object_sent) fail(ExitCode::network, "{}: the server ignored the Range header", what);
+    if (auto cause = check(response, what, {206})) return cause;
+    if (position != end + 1) return fmt::format("body cut short at byte {}", position);
+    return std::nullopt;
+  });
+}
+
+std::vector<ObjectInfo> Client::upload(const std::string& bucket, const std::vector<UploadItem>& items) {
+  struct Multipart {
+    const UploadItem* item;
+    std::uint64_t size;
+    std::string upload_id;
+    std::vector<std::pair<int, std::string>> part_etags;
+  };
+  struct Task {
+    const UploadItem* single = nullptr;
+    Multipart* multipart = nullptr;
+    int part_number = 0;
+    std::uint64_t begin = 0;
+    std::uint64_t size = 0;
+  };
+  std::vector<ObjectInfo> stored(items.size());
+  std::vector<std::unique_ptr<Multipart>> multiparts;
+  std::vector<Task> tasks;
+  std::vector<std::size_t> single_result_index;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    std::error_code error;
+    const std::uint64_t size = fs::file_size(items[i].source, error);
+    if (error) fail(ExitCode::output, "cannot read {}: {}", items[i].source.string(), error.message());
+    if (size <= settings_.multipart_upload_threshold) {
+      tasks.push_back({&items[i], nullptr, 0, 0, size});
+      continue;
+    }
+    auto multipart = std::make_unique<Multipart>(Multipart{&items[i], size, {}, {}});
+    const std::uint64_t part_size =
+        std::max(settings_.part_size, (size + 9999) / 10000);  // S3 allows at most 10,000 parts
+    for (std::uint64_t begin = 0; begin < size; begin += part_size) {
+      const int number = static_cast<int>(begin / part_size) + 1;
+      tasks.push_back({nullptr, multipart.get(), number, begin, std::min(part_size, size - begin)});
+      multipart->part_etags.emplace_back(number, "");
+    }
+    multiparts.push_back(std::move(multipart));
+  }
+
+  HandleLease lease(*this);
+  for (auto& multipart : multiparts) {
+    const std::string what = describe("CreateMultipartUpload", bucket, multipart->item->key);
+    retrying(what, [&]() -> std::optional<std::string> {
+      Call call;
+      call.method = "POST";
+      call.bucket = bucket;
+      call.key = multipart->item->key;
+      call.query = {{"uploads", ""}};
+      call.body = [](char*, std::size_t) -> std::size_t { return 0; };
+      const HttpResponse response = send(lease.get(), call);
+      if (auto cause = check(response, what, {200})) return cause;
+      multipart->upload_id = xml::parse_initiate_multipart_upload(response.body);
+      return std::nullopt;
+    });
+  }
+  auto abort_all = [&] {
+    for (auto& multipart : multiparts) {
+      Call call;
+      call.method = "DELETE";
+      call.bucket = bucket;
+      call.key = multipart->item->key;
+      call.query = {{"uploadId", multipart->upload_id}};
+      const HttpResponse response =
+          send(lease.get(), call);  // best effort: S3's lifecycle rules clean up the rest
+      if (response.curl_code != CURLE_OK || response.status >= 300) {
+        spdlog::warn("s3: could not abort the multipart upload of s3://{}/{}", bucket, multipart->item->key);
+      }
+    }
+  };
+
+  try {
+    run_parallel(tasks.size(), [&](HttpHandle& handle, std::size_t index) {
+      const Task& task = tasks[index];
+      if (task.single != nullptr) {
+        stored[static_cast<std::size_t>(task.single - items.data())] =
+            put_object(handle, bucket, *task.single);
+        return;
+      }
+      Multipart& multipart = *task.multipart;
+      multipart.part_etags[static_cast<std::size_t>(task.part_number - 1)].second =
+          upload_part(handle, bucket, multipart.item->key, multipart.upload_id, task.part_number,
+                      multipart.item->source, task.begin, task.size);
+    });
+    for (auto& multipart : multiparts) {
+      const std::string what = describe("CompleteMultipartUpload", bucket, multipart->item->key);
+      const std::string body = xml::complete_multipart_upload_body(multipart->part_etags);
+      std::string etag;
+      retrying(what, [&]() -> std::optional<std::string> {
+        Call call;
+        call.method = "POST";
+        call.bucket = bucket;
+        call.key = multipart->item->key;
+        call.query = {{"uploadId", multipart->upload_id}};
+        call.payload_sha256 = sha256_hex(body);
+        call.headers.emplace_back("Content-Type", "application/xml");
+        std::size_t sent = 0;
+        call.body = [&](char* buffer, std::size_t size) {
+          const std::size_t n = std::min(size, body.size() - sent);
+          std::memcpy(buffer, body.data() + sent, n);
+          sent += n;
+          return n;
+        };
+        call.body_size = body.size();
+        const HttpResponse response = send(lease.get(), call);
+        if (auto cause = check(response, what, {200})) return cause;
+        // S3 may answer 200 and report a failure in the body.
+        const xml::ErrorBody error = xml::parse_error(response.body);
+        if (!error.code.empty()) return fmt::format("HTTP 200 with error {}: {}", error.code, error.message);
+        etag = xml::parse_complete_multipart_upload(response.body);
+        return std::nullopt;
+      });
+      stored[static_cast<std::size_t>(multipart->item - items.data())] =
+          ObjectInfo{multipart->item->key, multipart->size, etag};
+    }
+  } catch (...) {
+    abort_all();
+    throw;
+  }
+  return stored;
+}
+
+ObjectInfo Client::put_object(HttpHandle& handle, const std::string& bucket, const UploadItem& item) {
+  const std::string what = describe("PUT", bucket, item.key);
+  FileDescriptor fd(::open(item.source.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) fail(ExitCode::output, "cannot read {}: {}", item.source.string(), std::strerror(errno));
+  struct stat status {};
+  ::fstat(fd.get(), &status);
+  const auto size = static_cast<std::uint64_t>(status.st_size);
+  Digest md5(Digest::Algorithm::md5);
+  Digest sha(Digest::Algorithm::sha256);
+  hash_file_range(item.source, fd.get(), 0, size, {&md5, &sha});
+  const std::string md5_raw = md5.finish();
+  const std::string sha_hex = hex(sha.finish());
+  std::string etag;
+  retrying(what, [&]() -> std::optional<std::string> {
+    Call call;
+    call.method = "PUT";
+    call.bucket = bucket;
+    call.key = item.key;
+    call.payload_sha256 = sha_hex;
+    call.headers.emplace_back("Content-MD5", base64(md5_raw));
+    std::uint64_t offset = 0;
+    call.body = [&](char* buffer, std::size_t capacity) -> std::size_t {
+      const ssize_t got = ::pread(fd.get(), buffer, std::min<std::uint64_t>(capacity, size - offset),
+                                  static_cast<off_t>(offset));
+      if (got < 0) return CURL_READFUNC_ABORT;
+      offset += static_cast<std::uint64_t>(got);
+      return static_cast<std::size_t>(got);
+    };
+    call.body_size = size;
+    const HttpResponse response = send(handle, call);
+    if (auto cause = check(response, what, {200})) return cause;
+    etag = xml::strip_quotes(response.header("etag"));
+    if (etag_is_md5(etag) && etag != hex(md5_raw)) {
+      return fmt::format("stored ETag {} is not the file's MD5 {}", etag, hex(md5_raw));
+    }
+    return std::nullopt;
+  });
+  return ObjectInfo{item.key, size, etag};
+}
+
+std::string Client::upload_part(HttpHandle& handle, const std::string& bucket, const std::string& key,
+                                const std::string& upload_id, int part_number, const fs::path& source,
+                                std::uint64_t begin, std::uint64_t size) {
+  const std::string what = fmt::format("{} part {}", describe("UploadPart", bucket, key), part_number);
+  FileDescriptor fd(::open(source.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) fail(ExitCode::output, "cannot read {}: {}", source.string(), std::strerror(errno));
+  Digest md5(Digest::Algorithm::md5);
+  Digest sha(Digest::Algorithm::sha256);
+  hash_file_range(source, fd.get(), begin, size, {&md5, &sha});
+  const std::string md5_raw = md5.finish();
+  const std::string sha_hex = hex(sha.finish());
+  std::string etag;
+  retrying(what, [&]() -> std::optional<std::string> {
+    Call call;
+    call.method = "PUT";
+    call.bucket = bucket;
+    call.key = key;
+    call.query = {{"partNumber", std::to_string(part_number)}, {"uploadId", upload_id}};
+    call.payload_sha256 = sha_hex;
+    call.headers.emplace_back("Content-MD5", base64(md5_raw));
+    std::uint64_t offset = 0;
+    call.body = [&](char* buffer, std::size_t capacity) -> std::size_t {
+      const ssize_t got = ::pread(fd.get(), buffer, std::min<std::uint64_t>(capacity, size - offset),
+                                  static_cast<off_t>(begin + offset));
+      if (got < 0) return CURL_READFUNC_ABORT;
+      offset += static_cast<std::uint64_t>(got);
+      return static_cast<std::size_t>(got);
+    };
+    call.body_size = size;
+    const HttpResponse response = send(handle, call);
+    if (auto cause = check(response, what, {200})) return cause;
+    etag = xml::strip_quotes(response.header("etag"));
+    if (etag.empty()) return std::string("no ETag in the answer");
+    return std::nullopt;
+  });
+  return etag;
+}
+
+}  // namespace tp::s3

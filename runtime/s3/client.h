@@ -1,0 +1,122 @@
+// An S3 client on libcurl: ListObjectsV2, HeadObject, verified downloads (ranged parts in parallel for large
+// objects), PutObject and multipart upload. Every request is retried with exponential backoff and jitter on
+// 5xx, 429/SlowDown, timeouts, resets and truncated bodies; a cut download resumes with Range.
+//
+// Memory: each transfer in flight holds one libcurl receive buffer (HttpSettings::receive_buffer_bytes,
+// 128 KiB) and writes straight to its file with pwrite; uploads read 1 MiB at a time to hash, and libcurl's
+// 64 KiB upload buffer to send. So transfers use at most parallelism x (128 KiB + 1 MiB + 64 KiB), plus
+// the listing (about 200 bytes per key) and one XML page (1 MiB cap). tests/s3 checks the bound.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "s3/credentials.h"
+#include "s3/http.h"
+#include "s3/object.h"
+
+namespace tp::s3 {
+
+struct TransferSettings {
+  int parallelism = 16;  // transfers (objects or parts) in flight
+  std::uint64_t part_size = 8ull << 20;
+  std::uint64_t parallel_download_threshold = 32ull << 20;  // larger objects download as parallel ranges
+  std::uint64_t multipart_upload_threshold = 64ull << 20;   // larger files upload in parts
+  int max_attempts = 8;                                     // per request, including the first
+  std::chrono::milliseconds backoff_base{200};
+  std::chrono::milliseconds backoff_cap{10'000};
+  int list_page_size = 1000;
+  HttpSettings http;
+};
+
+struct DownloadItem {
+  ObjectInfo object;
+  std::filesystem::path target;
+};
+
+struct UploadItem {
+  std::filesystem::path source;
+  std::string key;
+};
+
+struct Listing {
+  std::vector<ObjectInfo> objects;
+  std::vector<std::string> common_prefixes;  // with a delimiter: the "directories"
+};
+
+class Client {
+ public:
+  Client(Connection connection, TransferSettings settings = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const Connection& connection() const { return connection_; }
+  const TransferSettings& settings() const { return settings_; }
+
+  // Every object under `prefix`, in key order. Throws tp::Error(data) for a missing bucket.
+  Listing list(const std::string& bucket, const std::string& prefix, const std::string& delimiter = "");
+  std::optional<ObjectInfo> head(const std::string& bucket, const std::string& key);
+
+  // Downloads each object to its target: into a temporary sibling, verified (size; MD5 against a single-part
+  // ETag; x-amz-checksum-* when S3 sends one), then renamed. `on_done` runs once per object, serialized.
+  void download(const std::string& bucket, const std::vector<DownloadItem>& items,
+                const std::function<void(const DownloadItem&)>& on_done = {});
+  // Uploads files (multipart above the threshold, parts in parallel) and returns what S3 stored.
+  std::vector<ObjectInfo> upload(const std::string& bucket, const std::vector<UploadItem>& items);
+
+ private:
+  struct Target {
+    std::string url;
+    std::string host;
+    std::string path;  // unencoded, as signed
+  };
+  struct Call {
+    std::string method;
+    std::string bucket;
+    std::string key;
+    QueryList query;
+    HeaderList headers;
+    std::string payload_sha256 = std::string(kEmptySha256);
+    BodySource body;
+    std::uint64_t body_size = 0;
+    BodySink sink;
+  };
+  class HandleLease;
+
+  Target locate(const std::string& bucket, const std::string& key, const QueryList& query) const;
+  HttpResponse send(HttpHandle& handle, const Call& call);
+  // Runs `attempt` until it returns no cause, throws, or attempts run out (then tp::Error(network)).
+  void retrying(const std::string& what, const std::function<std::optional<std::string>()>& attempt);
+  // No value for an expected status; the cause for a retryable failure; throws for a permanent one.
+  std::optional<std::string> check(const HttpResponse& response, const std::string& what,
+                                   std::initializer_list<long> expected) const;
+  std::string describe(const std::string& method, const std::string& bucket, const std::string& key) const;
+  // Runs count tasks on up to `parallelism` threads, each with its own connection; the first error
+  // cancels the rest and is rethrown.
+  void run_parallel(std::size_t count, const std::function<void(HttpHandle&, std::size_t)>& task);
+
+  void download_whole(HttpHandle& handle, const std::string& bucket, const DownloadItem& item);
+  void download_range(HttpHandle& handle, const std::string& bucket, const ObjectInfo& object, int fd,
+                      std::uint64_t begin, std::uint64_t end);
+  ObjectInfo put_object(HttpHandle& handle, const std::string& bucket, const UploadItem& item);
+  std::string upload_part(HttpHandle& handle, const std::string& bucket, const std::string& key,
+                          const std::string& upload_id, int part_number, const std::filesystem::path& source,
+                          std::uint64_t begin, std::uint64_t size);
+
+  Connection connection_;
+  TransferSettings settings_;
+  std::mutex idle_handles_mutex_;
+  std::vector<std::unique_ptr<HttpHandle>> idle_handles_;
+  std::atomic<bool> cancel_{false};
+};
+
+}  // namespace tp::s3

@@ -1,0 +1,259 @@
+#include "s3/stage.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "common/log.h"
+#include "s3/paths.h"
+
+namespace tp::s3 {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CacheEntry {
+  std::string endpoint;
+  std::string bucket;
+  std::string key;
+  std::string etag;
+  std::uint64_t size = 0;
+  bool operator==(const CacheEntry& other) const {
+    return endpoint == other.endpoint && bucket == other.bucket && key == other.key && etag == other.etag &&
+           size == other.size;
+  }
+};
+
+// What the destination holds, keyed by relative path: one JSON line appended per object once it is in
+// place, so a killed run loses at most the lines of objects it had not finished (they are fetched again).
+class CacheJournal {
+ public:
+  explicit CacheJournal(const fs::path& root) : root_(root), path_(root / kCacheJournalName) {
+    std::ifstream in(path_);
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto json = nlohmann::json::parse(line, nullptr, false);
+      if (json.is_discarded() || !json.is_object()) continue;  // a line cut by a kill
+      try {
+        entries_[json.at("path").get<std::string>()] =
+            CacheEntry{json.at("endpoint").get<std::string>(), json.at("bucket").get<std::string>(),
+                       json.at("key").get<std::string>(), json.at("etag").get<std::string>(),
+                       json.at("size").get<std::uint64_t>()};
+      } catch (const nlohmann::json::exception&) {
+        continue;
+      }
+    }
+  }
+  ~CacheJournal() {
+    if (append_fd_ >= 0) ::close(append_fd_);
+  }
+
+  // The file is there, the same size, and was fetched from the same object version.
+  bool holds(const fs::path& relative, const CacheEntry& wanted) const {
+    const auto found = entries_.find(relative.generic_string());
+    if (found == entries_.end() || !(found->second == wanted)) return false;
+    std::error_code error;
+    return fs::file_size(root_ / relative, error) == wanted.size && !error;
+  }
+
+  void record(const fs::path& relative, const CacheEntry& entry) {
+    entries_[relative.generic_string()] = entry;
+    if (append_fd_ < 0) append_fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    const std::string line = to_json(relative.generic_string(), entry).dump() + "\n";
+    // One write per line: O_APPEND keeps lines whole; a failure only costs a re-download later.
+    if (append_fd_ < 0 ||
+        ::write(append_fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      spdlog::warn("s3: cannot append to the cache journal {}: {}", path_.string(), std::strerror(errno));
+    }
+  }
+
+  // Rewrites the journal with one line per file, dropping superseded lines.
+  void compact() {
+    std::string content;
+    for (const auto& [relative, entry] : entries_) content += to_json(relative, entry).dump() + "\n";
+    write_file_atomic(path_, content);
+  }
+
+ private:
+  static nlohmann::json to_json(const std::string& relative, const CacheEntry& entry) {
+    return {{"path", relative}, {"endpoint", entry.endpoint}, {"bucket", entry.bucket},
+            {"key", entry.key}, {"etag", entry.etag},         {"size", entry.size}};
+  }
+
+  fs::path root_;
+  fs::path path_;
+  std::map<std::string, CacheEntry> entries_;
+  int append_fd_ = -1;
+};
+
+// An exclusive lock on the destination for the ranks of one node; released when the process exits.
+class DestinationLock {
+ public:
+  explicit DestinationLock(const fs::path& root) {
+    const fs::path path = root / kLockName;
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail(ExitCode::output, "cannot create {}: {}", path.string(), std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      spdlog::info("s3: another rank on this node is staging into {}; waiting for it", root.string());
+      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    }
+  }
+  ~DestinationLock() { ::close(fd_); }
+  DestinationLock(const DestinationLock&) = delete;
+  DestinationLock& operator=(const DestinationLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+// Temporary files left by a killed run: never taken as data, removed so they do not fill the disk.
+void remove_stale_temporaries(const fs::path& root) {
+  std::error_code error;
+  for (auto it = fs::recursive_directory_iterator(root, error);
+       !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
+    if (it->is_regular_file(error) && is_temporary_download(it->path().filename().string())) {
+      fs::remove(it->path(), error);
+    }
+  }
+}
+
+std::string directory_prefix(const std::string& prefix) {
+  return prefix.empty() || prefix.back() == '/' ? prefix : prefix + "/";
+}
+
+}  // namespace
+
+StagedData stage(const StageRequest& request) {
+  const S3Url source = parse_s3_url(request.source);
+  if (request.world_size < 1 || request.rank < 0 || request.rank >= request.world_size) {
+    fail(ExitCode::usage, "rank {} is not in a world of {}", request.rank, request.world_size);
+  }
+  std::error_code error;
+  fs::create_directories(request.destination, error);
+  if (error) fail(ExitCode::output, "cannot create {}: {}", request.destination.string(), error.message());
+  const fs::path root = fs::absolute(request.destination);
+  DestinationLock lock(root);
+  Client client(resolve_connection(request.connection), request.transfer);
+
+  // A prefix names a "directory"; when nothing is under it, it may be the key of a single object.
+  std::string prefix = directory_prefix(source.key);
+  std::vector<ObjectInfo> objects = client.list(source.bucket, prefix).objects;
+  objects.erase(std::remove_if(objects.begin(), objects.end(), is_folder_marker), objects.end());
+  if (objects.empty() && !source.key.empty() && source.key.back() != '/') {
+    if (auto single = client.head(source.bucket, source.key)) {
+      objects.push_back(*single);
+      prefix = source.key.substr(0, source.key.rfind('/') + 1);
+    }
+  }
+  if (objects.empty())
+    fail(ExitCode::data, "no objects under {} at {}", request.source, client.connection().endpoint);
+
+  std::vector<fs::path> relative_paths;
+  relative_paths.reserve(objects.size());
+  for (const auto& object : objects) relative_paths.push_back(local_path_for_key(object.key, prefix));
+
+  // Which objects this rank returns, and which the node stages (the union of its ranks' shares).
+  std::vector<std::size_t> mine;
+  std::set<std::size_t> node_objects;
+  if (request.sharding == Sharding::shard) {
+    const auto shares = shard_by_bytes(objects, request.world_size);
+    mine = shares[static_cast<std::size_t>(request.rank)];
+    const int first = request.rank - request.local_rank;
+    for (int rank = std::max(0, first); rank < std::min(request.world_size, first + request.local_world_size);
+         ++rank) {
+      node_objects.insert(shares[static_cast<std::size_t>(rank)].begin(),
+                          shares[static_cast<std::size_t>(rank)].end());
+    }
+    node_objects.insert(mine.begin(), mine.end());
+  } else {
+    for (std::size_t i = 0; i < objects.size(); ++i) mine.push_back(i);
+    node_objects.insert(mine.begin(), mine.end());
+  }
+
+  remove_stale_temporaries(root);
+  CacheJournal journal(root);
+  auto entry_for = [&](const ObjectInfo& object) {
+    return CacheEntry{client.connection().endpoint, source.bucket, object.key, object.etag, object.size};
+  };
+  std::vector<DownloadItem> downloads;
+  std::map<std::string, std::size_t> index_of_key;
+  std::uint64_t download_bytes = 0;
+  StagedData staged;
+  staged.root = root;
+  for (const std::size_t index : node_objects) {
+    if (journal.holds(relative_paths[index], entry_for(objects[index]))) {
+      ++staged.cached;
+      continue;
+    }
+    downloads.push_back({objects[index], root / relative_paths[index]});
+    index_of_key[objects[index].key] = index;
+    download_bytes += objects[index].size;
+  }
+  spdlog::info("s3: staging {} objects ({} bytes) from s3://{}/{} into {}; {} already cached",
+               downloads.size(), download_bytes, source.bucket, prefix, root.string(), staged.cached);
+
+  if (!downloads.empty()) {
+    log::Progress progress("s3 staging", downloads.size(), "objects");
+    client.download(source.bucket, downloads, [&](const DownloadItem& item) {
+      const std::size_t index = index_of_key.at(item.object.key);
+      journal.record(relative_paths[index], entry_for(item.object));
+      progress.advance();
+    });
+    progress.finish();
+    journal.compact();
+  }
+  staged.downloaded = downloads.size();
+  for (const std::size_t index : mine) {
+    staged.objects.push_back(
+        {objects[index].key, relative_paths[index], objects[index].size, objects[index].etag});
+    staged.bytes += objects[index].size;
+  }
+  return staged;
+}
+
+std::vector<ObjectInfo> upload_with(Client& client, const fs::path& source, const std::string& destination) {
+  const S3Url target = parse_s3_url(destination);
+  std::vector<UploadItem> items;
+  std::error_code error;
+  if (fs::is_directory(source, error)) {
+    const std::string prefix = directory_prefix(target.key);
+    for (auto it = fs::recursive_directory_iterator(source, error);
+         !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
+      if (it->is_regular_file()) {
+        items.push_back({it->path(), prefix + fs::relative(it->path(), source).generic_string()});
+      }
+    }
+    if (error) fail(ExitCode::output, "cannot read directory {}: {}", source.string(), error.message());
+    std::sort(items.begin(), items.end(),
+              [](const UploadItem& a, const UploadItem& b) { return a.key < b.key; });
+  } else if (fs::is_regular_file(source, error)) {
+    const bool into_prefix = target.key.empty() || target.key.back() == '/';
+    items.push_back({source, into_prefix ? target.key + source.filename().string() : target.key});
+  } else {
+    fail(ExitCode::output, "{} is not a file or a directory", source.string());
+  }
+  if (items.empty()) return {};
+  spdlog::info("s3: uploading {} files from {} to {}", items.size(), source.string(), destination);
+  return client.upload(target.bucket, items);
+}
+
+std::vector<ObjectInfo> upload(const UploadRequest& request) {
+  Client client(resolve_connection(request.connection), request.transfer);
+  return upload_with(client, request.source, request.destination);
+}
+
+}  // namespace tp::s3

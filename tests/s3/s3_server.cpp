@@ -1,0 +1,122 @@
+#include "s3_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "support/process.h"
+
+namespace tp::testing {
+
+ChildProcess::ChildProcess(const std::string& command, const std::filesystem::path& log_file) {
+  pid_ = ::fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    ::setpgid(0, 0);
+    const std::string redirected = "exec " + command + " >" + shell_quote(log_file.string()) + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", redirected.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::setpgid(pid_, pid_);
+}
+
+ChildProcess::~ChildProcess() {
+  ::kill(-pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+}
+
+int free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t length = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+void wait_for_loopback_port(int port) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+    ::close(fd);
+    if (connected) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  throw std::runtime_error("nothing listens on 127.0.0.1:" + std::to_string(port));
+}
+
+S3Server::S3Server()
+    : data_dir_([&] {
+        std::filesystem::create_directories(directory_.path() / "data");
+        return directory_.path() / "data";
+      }()),
+      port_(free_loopback_port()),
+      process_(
+          // The legacy provider lets s3rver build continuation tokens (DES) on Node 20: paginated listings.
+          "env NODE_OPTIONS=--openssl-legacy-provider " +
+              shell_quote(source_dir() + "/.deps/npm/node_modules/.bin/s3rver") + " -d " +
+              shell_quote(data_dir_.string()) + " -a 127.0.0.1 -p " + std::to_string(port_) +
+              " --configure-bucket " + kBucket + " --silent",
+          directory_.path() / "s3rver.log") {
+  wait_for_loopback_port(port_);
+}
+
+FaultProxy::FaultProxy(int upstream_port, const std::string& rules_json)
+    : port_(free_loopback_port()),
+      process_(
+          [&] {
+            write_text(directory_.path() / "rules.json", rules_json);
+            return "python3 " + shell_quote(source_dir() + "/tests/s3/fault_proxy.py") + " " +
+                   std::to_string(port_) + " " + std::to_string(upstream_port) + " " +
+                   shell_quote((directory_.path() / "rules.json").string()) + " " +
+                   shell_quote((directory_.path() / "requests.log").string());
+          }(),
+          directory_.path() / "proxy.log") {
+  wait_for_loopback_port(port_);
+}
+
+std::string FaultProxy::requests() const {
+  std::ifstream in(directory_.path() / "requests.log");
+  std::stringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+s3::Connection test_connection(const std::string& endpoint) {
+  s3::Connection connection;
+  connection.endpoint = endpoint;
+  connection.endpoint_source = "test";
+  connection.region = "us-east-1";
+  connection.path_style = true;
+  connection.credentials = {"S3RVER", "S3RVER", "", "test"};
+  return connection;
+}
+
+s3::TransferSettings fast_retries() {
+  s3::TransferSettings settings;
+  settings.parallelism = 4;
+  settings.max_attempts = 5;
+  settings.backoff_base = std::chrono::milliseconds(5);
+  settings.backoff_cap = std::chrono::milliseconds(50);
+  settings.http.stall_timeout = std::chrono::seconds(1);
+  return settings;
+}
+
+}  // namespace tp::testing

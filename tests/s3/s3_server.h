@@ -1,0 +1,64 @@
+// Test servers for the S3 suite: s3rver (npm) on a free loopback port, and a fault-injecting proxy
+// (fault_proxy.py) in front of it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+
+#include "s3/client.h"
+#include "support/temp_dir.h"
+
+namespace tp::testing {
+
+// A shell command in its own process group, killed (group and all) on destruction.
+class ChildProcess {
+ public:
+  ChildProcess(const std::string& command, const std::filesystem::path& log_file);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+ private:
+  pid_t pid_;
+};
+
+int free_loopback_port();
+// Waits until 127.0.0.1:port accepts connections; throws after 30 s.
+void wait_for_loopback_port(int port);
+
+class S3Server {
+ public:
+  static constexpr const char* kBucket = "test-bucket";
+  S3Server();
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
+  const std::filesystem::path& data_dir() const { return data_dir_; }
+
+ private:
+  TempDir directory_;
+  std::filesystem::path data_dir_;
+  int port_;
+  ChildProcess process_;
+};
+
+// Forwards to `upstream_port`; `rules_json` is a JSON list of faults (see fault_proxy.py).
+class FaultProxy {
+ public:
+  FaultProxy(int upstream_port, const std::string& rules_json);
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  // One line per request seen: "METHOD PATH RANGE FAULT".
+  std::string requests() const;
+
+ private:
+  TempDir directory_;
+  int port_;
+  ChildProcess process_;
+};
+
+// A client of `endpoint` with s3rver's keys and retries fast enough for tests.
+s3::Connection test_connection(const std::string& endpoint);
+s3::TransferSettings fast_retries();
+
+}  // namespace tp::testing
