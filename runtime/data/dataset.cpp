@@ -8,6 +8,7 @@
 #include <random>
 
 #include "common/error.h"
+#include "common/log.h"
 
 namespace tp::data {
 
@@ -18,22 +19,48 @@ TensorDataset::TensorDataset(at::Tensor inputs, at::Tensor targets)
   }
 }
 
-std::size_t TensorDataset::size() const { return static_cast<std::size_t>(inputs_.size(0)); }
+std::size_t TensorDataset::size() const {
+  return static_cast<std::size_t>(inputs_.size(0));
+}
 
 Example TensorDataset::get(std::size_t index, std::int64_t /*epoch*/) const {
   const auto i = static_cast<std::int64_t>(index);
   return {inputs_[i], targets_[i]};
 }
 
+void BadFiles::report(const std::string& file, const std::string& reason) {
+  std::size_t count = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!files_.insert(file).second) return;
+    count = files_.size();
+  }
+  spdlog::warn("skipping a bad file ({} so far): {}", count, reason);
+  if (static_cast<std::int64_t>(count) > limit_) {
+    fail(ExitCode::data, "{} bad files, more than data.max_bad_files = {}; the last: {}", count, limit_,
+         reason);
+  }
+}
+
+std::vector<std::string> BadFiles::files() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {files_.begin(), files_.end()};
+}
+
 SubsetDataset::SubsetDataset(std::shared_ptr<const Dataset> base, std::vector<std::size_t> indices)
     : base_(std::move(base)), indices_(std::move(indices)) {}
 
-Example SubsetDataset::get(std::size_t index, std::int64_t epoch) const { return base_->get(indices_.at(index), epoch); }
+Example SubsetDataset::get(std::size_t index, std::int64_t epoch) const {
+  return base_->get(indices_.at(index), epoch);
+}
 
-std::string SubsetDataset::describe(std::size_t index) const { return base_->describe(indices_.at(index)); }
+std::string SubsetDataset::describe(std::size_t index) const {
+  return base_->describe(indices_.at(index));
+}
 
-std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_indices(std::size_t n, double valid_fraction,
-                                                                           std::uint64_t seed) {
+std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_indices(std::size_t n,
+                                                                            double valid_fraction,
+                                                                            std::uint64_t seed) {
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::mt19937_64 generator(seed ^ 0x5eed5ba11ULL);

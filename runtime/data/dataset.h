@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,7 +27,27 @@ struct Schema {
   std::vector<std::int64_t> input_shape;  // of one sample
   std::int64_t num_outputs = 0;           // classes, or 1 for regression
   bool classification = true;
-  std::vector<std::string> class_names;   // classification only
+  bool multi_label = false;              // targets are {num_outputs} floats of 0/1 (use a BCE loss)
+  std::vector<std::string> class_names;  // classification and multi-label
+  // table_csv: the model's input columns (categories expanded as "column=value") and the training-split
+  // statistics that standardized them, (x - mean) / std, to be saved with the model.
+  std::vector<std::string> feature_names;
+  std::vector<double> feature_mean;
+  std::vector<double> feature_std;
+};
+
+// Corrupted or unsupported files met while reading, shared by a run's datasets and threads.
+class BadFiles {
+ public:
+  explicit BadFiles(std::int64_t limit) : limit_(limit) {}
+  // Warns the first time `file` is reported; throws tp::Error (data) once more than `limit` files are bad.
+  void report(const std::string& file, const std::string& reason);
+  std::vector<std::string> files() const;  // sorted, for the run record
+
+ private:
+  std::int64_t limit_;
+  mutable std::mutex mutex_;
+  std::set<std::string> files_;
 };
 
 class Dataset {
@@ -68,6 +90,7 @@ struct Datasets {
   std::shared_ptr<const Dataset> train;
   std::shared_ptr<const Dataset> valid;  // may be empty (size 0) when data.valid = 0
   Schema schema;
+  std::shared_ptr<BadFiles> bad_files;  // never null
 };
 
 // Opens the data a spec names. Relative paths are resolved from `root` (the repository checkout).
@@ -76,7 +99,8 @@ Datasets open(const spec::DataSpec& spec, const std::filesystem::path& root, std
 
 // Splits [0, n) into a training and a validation part: a seeded shuffle, then the first
 // round(n * valid_fraction) indices are validation. Both parts are returned sorted.
-std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_indices(std::size_t n, double valid_fraction,
-                                                                           std::uint64_t seed);
+std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_indices(std::size_t n,
+                                                                            double valid_fraction,
+                                                                            std::uint64_t seed);
 
 }  // namespace tp::data

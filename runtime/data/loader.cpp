@@ -2,13 +2,37 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
+#include "common/error.h"
+
 namespace tp::data {
+namespace {
+
+// Stacks same-shaped tensors into one new tensor, page-locked if `pin`.
+at::Tensor collate(const std::vector<at::Tensor>& parts, bool pin) {
+  std::vector<std::int64_t> shape{static_cast<std::int64_t>(parts.size())};
+  const auto sizes = parts.front().sizes();
+  shape.insert(shape.end(), sizes.begin(), sizes.end());
+  at::Tensor out = at::empty(shape, parts.front().options().pinned_memory(pin));
+  return at::stack_out(out, parts);
+}
+
+}  // namespace
 
 Loader::Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::size_t> indices, std::int64_t epoch,
                LoaderOptions options)
     : dataset_(std::move(dataset)), indices_(std::move(indices)), epoch_(epoch), options_(options) {
+  if (options_.batch_size < 1 || options_.workers < 0 || options_.prefetch_per_worker < 1) {
+    fail(ExitCode::internal, "loader: batch size {}, {} workers, prefetch {}", options_.batch_size,
+         options_.workers, options_.prefetch_per_worker);
+  }
   const auto batch = static_cast<std::size_t>(options_.batch_size);
   num_batches_ = options_.drop_last ? indices_.size() / batch : (indices_.size() + batch - 1) / batch;
+  next_to_make_ = next_to_return_ = std::min(options_.first_batch, num_batches_);
+  limit_ =
+      options_.workers == 0 ? 1 : static_cast<std::size_t>(options_.workers * options_.prefetch_per_worker);
+  pin_ = options_.pin_memory && at::globalContext().hasCUDA();
   for (int i = 0; i < options_.workers; ++i) threads_.emplace_back([this] { work(); });
 }
 
@@ -33,18 +57,17 @@ Batch Loader::make_batch(std::size_t batch_index) const {
     inputs.push_back(std::move(example.input));
     targets.push_back(std::move(example.target));
   }
-  return {at::stack(inputs), at::stack(targets)};
+  return {collate(inputs, pin_), collate(targets, pin_)};
 }
 
 void Loader::work() {
-  const std::size_t limit = static_cast<std::size_t>(options_.workers * options_.prefetch_per_worker);
   while (true) {
     std::size_t batch_index = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      // Wait while the queue of ready batches is full (bounded memory).
-      changed_.wait(lock, [&] { return stopping_ || next_to_make_ < next_to_return_ + limit; });
-      if (stopping_ || next_to_make_ >= num_batches_ || error_) return;
+      // Batches being made or ready never exceed the limit (bounded memory).
+      changed_.wait(lock, [&] { return stopping_ || error_ || next_to_make_ < next_to_return_ + limit_; });
+      if (stopping_ || error_ || next_to_make_ >= num_batches_) return;
       batch_index = next_to_make_++;
     }
     try {
@@ -53,7 +76,10 @@ void Loader::work() {
       ready_.emplace(batch_index, std::move(batch));
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (!error_) error_ = std::current_exception();
+      if (!error_ || batch_index < error_batch_) {
+        error_ = std::current_exception();
+        error_batch_ = batch_index;
+      }
     }
     changed_.notify_all();
   }
@@ -61,10 +87,16 @@ void Loader::work() {
 
 std::optional<Batch> Loader::next() {
   if (next_to_return_ >= num_batches_) return std::nullopt;
-  if (threads_.empty()) return make_batch(next_to_return_++);
+  if (threads_.empty()) {
+    Batch batch = make_batch(next_to_return_);
+    ++next_to_return_;
+    return batch;
+  }
   std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [&] { return error_ || ready_.count(next_to_return_) > 0; });
-  if (error_) std::rethrow_exception(error_);
+  // Batches before a failed one are still delivered (they were started earlier); the error comes in order.
+  changed_.wait(
+      lock, [&] { return ready_.count(next_to_return_) > 0 || (error_ && next_to_return_ >= error_batch_); });
+  if (ready_.count(next_to_return_) == 0) std::rethrow_exception(error_);
   auto node = ready_.extract(next_to_return_++);
   lock.unlock();
   changed_.notify_all();

@@ -18,18 +18,23 @@ namespace tp::data {
 
 struct Batch {
   at::Tensor inputs;   // {B, ...}
-  at::Tensor targets;  // {B}
+  at::Tensor targets;  // {B} or {B, classes}
 };
 
 struct LoaderOptions {
   std::int64_t batch_size = 64;
-  int workers = 2;             // 0: batches are made on the calling thread
-  int prefetch_per_worker = 2; // ready batches held at most: workers x prefetch_per_worker
-  bool drop_last = false;      // drop a final partial batch
+  int workers = 2;              // 0: batches are made on the calling thread
+  int prefetch_per_worker = 2;  // batches made ahead of the consumer at most: workers x prefetch_per_worker
+  bool drop_last = false;       // drop a final partial batch
+  std::size_t first_batch = 0;  // resume an epoch here (a checkpoint's position())
+  // Collate into page-locked memory so the caller's `to(device, /*non_blocking=*/true)` overlaps the copy
+  // with compute. Ignored without a CUDA device.
+  bool pin_memory = false;
 };
 
-// Iterates once over `indices` of `dataset`. Memory is bounded by the ready-batch limit plus one
-// batch in progress per worker.
+// Iterates once over `indices` of `dataset` (one rank's share of an epoch, from DistributedSampler).
+// Memory bound: the loader holds at most max_batches_in_memory() batches (ready or being made; each worker
+// makes one batch at a time), plus the batch the caller holds, plus one decoded image per worker.
 class Loader {
  public:
   Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::size_t> indices, std::int64_t epoch,
@@ -38,7 +43,11 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
+  // Batches in the whole epoch, including those skipped by first_batch.
   std::size_t num_batches() const { return num_batches_; }
+  // The index of the next batch next() returns: save it to resume mid-epoch.
+  std::size_t position() const { return next_to_return_; }
+  std::size_t max_batches_in_memory() const { return limit_; }
   // The next batch in order, or nothing at the end. Rethrows a worker's error.
   std::optional<Batch> next();
 
@@ -51,13 +60,16 @@ class Loader {
   std::int64_t epoch_;
   LoaderOptions options_;
   std::size_t num_batches_;
+  std::size_t limit_;
+  bool pin_;
 
   std::mutex mutex_;
   std::condition_variable changed_;
   std::map<std::size_t, Batch> ready_;
-  std::size_t next_to_make_ = 0;
-  std::size_t next_to_return_ = 0;
+  std::size_t next_to_make_;
+  std::size_t next_to_return_;
   std::exception_ptr error_;
+  std::size_t error_batch_ = 0;  // the earliest batch that failed
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };

@@ -13,7 +13,8 @@ DistributedSampler::DistributedSampler(SamplerOptions options) : options_(option
     fail(ExitCode::internal, "sampler: rank {} is outside world size {}", options_.rank, options_.world_size);
   }
   const std::size_t world = static_cast<std::size_t>(options_.world_size);
-  per_rank_ = options_.drop_last ? options_.dataset_size / world : (options_.dataset_size + world - 1) / world;
+  per_rank_ =
+      options_.drop_last ? options_.dataset_size / world : (options_.dataset_size + world - 1) / world;
 }
 
 std::vector<std::size_t> DistributedSampler::indices(std::int64_t epoch) const {
@@ -32,7 +33,8 @@ std::vector<std::size_t> DistributedSampler::indices(std::int64_t epoch) const {
   order.resize(total);
   std::vector<std::size_t> mine;
   mine.reserve(per_rank_);
-  for (std::size_t i = static_cast<std::size_t>(options_.rank); i < total; i += world) mine.push_back(order[i]);
+  for (std::size_t i = static_cast<std::size_t>(options_.rank); i < total; i += world)
+    mine.push_back(order[i]);
   return mine;
 }
 

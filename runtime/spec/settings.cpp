@@ -43,7 +43,7 @@ class Declare {
     return *this;
   }
   Declare& choices(std::vector<std::string> choices) {
-    setting_.kind = Kind::choice;
+    if (setting_.kind != Kind::string_list) setting_.kind = Kind::choice;  // a list checks each element
     setting_.choices = std::move(choices);
     return *this;
   }
@@ -82,9 +82,10 @@ std::vector<Setting> declare_all() {
       // [data]
       Declare("data.source", &Spec::data, &DataSpec::source)
           .doc("Training data: a directory. A relative path is taken from the repository root. Required."),
-      Declare("data.format", &Spec::data, &DataSpec::format).fallback("image_folder").choices({"image_folder", "table_csv"})
-          .doc("image_folder: one subdirectory per class holding PNG or JPEG files. table_csv: a CSV file "
-               "(or a directory holding one) with a header, numeric feature columns and a target column."),
+      Declare("data.format", &Spec::data, &DataSpec::format).fallback("image_folder").choices({"image_folder", "image_csv", "table_csv"})
+          .doc("image_folder: one subdirectory per class holding PNG or JPEG files. image_csv: a CSV file whose "
+               "first column is an image path (relative to the file) and whose `data.target` column is the label. "
+               "table_csv: a CSV file (or a directory holding one) with a header, feature columns and a target column."),
       Declare("data.valid", &Spec::data, &DataSpec::valid).fallback(0.2).range(0.0, 0.9)
           .doc("Fraction of `data.source` held out for validation (chosen with `job.seed`). Ignored when "
                "`data.valid_source` is set."),
@@ -95,11 +96,32 @@ std::vector<Setting> declare_all() {
       Declare("data.channels", &Spec::data, &DataSpec::channels).fallback(3).range(1, 3)
           .doc("Colour channels the model sees: 1 (grayscale) or 3 (RGB). Images are converted."),
       Declare("data.target", &Spec::data, &DataSpec::target).fallback("label")
-          .doc("table_csv: the name of the target column; every other column is a numeric feature."),
-      Declare("data.task", &Spec::data, &DataSpec::task).fallback("classification").choices({"classification", "regression"})
-          .doc("table_csv: classification (the target is a class name) or regression (the target is a number)."),
+          .doc("table_csv and image_csv: the name of the target column. In table_csv every other column is a "
+               "feature: numeric, or listed in `data.categorical`."),
+      Declare("data.task", &Spec::data, &DataSpec::task).fallback("classification")
+          .choices({"classification", "regression", "multi_label"})
+          .doc("table_csv and image_csv: classification (the target is a class name), regression (a number) or "
+               "multi_label (image_csv: space-separated class names)."),
       Declare("data.workers", &Spec::data, &DataSpec::workers).fallback(2).range(0, 256)
           .doc("Threads decoding and augmenting data; 0 decodes on the training thread."),
+      Declare("data.augment", &Spec::data, &DataSpec::augment).fallback(std::vector<std::string>{})
+          .choices({"random_resized_crop", "flip"})
+          .doc("Random image transforms for training, each deterministic in (job.seed, epoch, sample): "
+               "random_resized_crop (scale 0.08-1, aspect ratio 3/4-4/3, as torchvision) and flip (horizontal, p=0.5). "
+               "Validation images are only resized."),
+      Declare("data.resize", &Spec::data, &DataSpec::resize).fallback("stretch").choices({"stretch", "crop"})
+          .doc("How images become image_size x image_size: stretch the whole image, or crop (shorter side to "
+               "image_size, then the center square)."),
+      Declare("data.normalize", &Spec::data, &DataSpec::normalize).fallback("imagenet").choices({"imagenet", "none"})
+          .doc("Pixel normalization: imagenet ((x - mean) / std with ImageNet statistics) or none (x in [0, 1])."),
+      Declare("data.categorical", &Spec::data, &DataSpec::categorical).fallback(std::vector<std::string>{})
+          .doc("table_csv: feature columns holding categories, one-hot encoded (other features must be numeric)."),
+      Declare("data.max_bad_files", &Spec::data, &DataSpec::max_bad_files).fallback(10).range(0, 1e12)
+          .doc("Corrupted or unsupported images are skipped with a warning (another sample takes their place); the "
+               "job fails when a rank finds more than this many."),
+      Declare("data.drop_last", &Spec::data, &DataSpec::drop_last).fallback(false)
+          .doc("Drop the samples that would not give every rank an equal share (otherwise shares are padded by "
+               "repeating samples)."),
       // [model]
       Declare("model.arch", &Spec::model, &ModelSpec::arch).optional().choices({"mlp", "small_cnn"})
           .doc("Built-in architecture. mlp: fully connected layers of `model.hidden` units on flattened inputs. "

@@ -120,6 +120,11 @@ Value convert(const Setting& setting, const toml::node& node, const std::string&
       for (const auto& element : *array) {
         if (!element.is_string()) return type_error("an array holding " + type_of(element));
         values.push_back(*element.value<std::string>());
+        if (!setting.choices.empty() &&
+            std::find(setting.choices.begin(), setting.choices.end(), values.back()) == setting.choices.end()) {
+          fail(ExitCode::spec, "{}: {}: '{}' is not one of: {}", at, setting.key, values.back(),
+               fmt::join(setting.choices, ", "));
+        }
       }
       return values;
     }

@@ -19,14 +19,20 @@ struct JobSpec {
 
 struct DataSpec {
   std::string source;
-  std::string format;        // image_folder | table_csv
+  std::string format;        // image_folder | image_csv | table_csv
   double valid;              // held-out fraction of `source` when valid_source is empty
   std::string valid_source;  // separate validation data
   std::int64_t image_size;
   std::int64_t channels;
-  std::string target;        // table_csv: the target column
-  std::string task;          // classification | regression (table_csv)
+  std::string target;        // table_csv, image_csv: the target column
+  std::string task;          // classification | regression | multi_label
   std::int64_t workers;
+  std::vector<std::string> augment;      // training-only image transforms: random_resized_crop, flip
+  std::string resize;                    // stretch | crop
+  std::string normalize;                 // imagenet | none
+  std::vector<std::string> categorical;  // table_csv: columns one-hot encoded
+  std::int64_t max_bad_files;            // corrupted images skipped before the job fails
+  bool drop_last;                        // drop the samples that do not fill every rank equally
 };
 
 struct ModelSpec {

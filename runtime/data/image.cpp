@@ -1,0 +1,200 @@
+#include "data/image.h"
+
+#include <png.h>
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <memory>
+
+#include "common/error.h"
+#include "common/files.h"
+
+namespace tp::data {
+namespace {
+
+constexpr std::string_view png_signature = "\x89PNG\r\n\x1a\n";
+
+// TurboJPEG handles are not thread-safe but are reusable: one per thread and direction.
+struct TurboHandle {
+  explicit TurboHandle(bool compress) : handle(compress ? tjInitCompress() : tjInitDecompress()) {}
+  ~TurboHandle() {
+    if (handle) tjDestroy(handle);
+  }
+  tjhandle handle;
+};
+
+tjhandle decompressor() {
+  thread_local TurboHandle turbo(false);
+  if (!turbo.handle) fail(ExitCode::internal, "cannot initialise TurboJPEG: {}", tjGetErrorStr2(nullptr));
+  return turbo.handle;
+}
+
+const auto* jpeg_data(std::string_view bytes) {
+  return reinterpret_cast<const unsigned char*>(bytes.data());
+}
+
+// Converts interleaved pixels of `from` channels (1 gray, 2 gray+alpha, 3 RGB, 4 RGBA) to `to` (1 or 3).
+Image convert_channels(int width, int height, int from, const std::vector<std::uint8_t>& pixels, int to) {
+  Image out{width, height, to, std::vector<std::uint8_t>(static_cast<std::size_t>(width) * height * to)};
+  const bool colour = from >= 3;
+  const std::size_t count = static_cast<std::size_t>(width) * height;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint8_t* in = pixels.data() + i * from;
+    std::uint8_t* o = out.pixels.data() + i * to;
+    if (to == 1) {
+      // PIL's "L" conversion: ITU-R 601-2 luma, rounded.
+      o[0] =
+          colour ? static_cast<std::uint8_t>((in[0] * 299 + in[1] * 587 + in[2] * 114 + 500) / 1000) : in[0];
+    } else if (colour) {
+      std::memcpy(o, in, 3);
+    } else {
+      o[0] = o[1] = o[2] = in[0];
+    }
+  }
+  return out;
+}
+
+Image decode_png(std::string_view bytes, const std::string& name, int channels) {
+  png_image png;
+  std::memset(&png, 0, sizeof png);
+  png.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_memory(&png, bytes.data(), bytes.size())) {
+    fail(ExitCode::data, "{}: not a readable PNG: {}", name, png.message);
+  }
+  // Keep the file's own layout (8-bit), converting channels ourselves so gray, RGB and alpha behave like PIL.
+  const bool colour = (png.format & PNG_FORMAT_FLAG_COLOR) != 0;
+  const bool alpha = (png.format & PNG_FORMAT_FLAG_ALPHA) != 0;
+  png.format = (colour ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY) | (alpha ? PNG_FORMAT_FLAG_ALPHA : 0);
+  const int stored = static_cast<int>(PNG_IMAGE_SAMPLE_CHANNELS(png.format));
+  std::vector<std::uint8_t> pixels(PNG_IMAGE_SIZE(png));
+  if (!png_image_finish_read(&png, nullptr, pixels.data(), 0, nullptr)) {
+    const std::string message = png.message;
+    png_image_free(&png);
+    fail(ExitCode::data, "{}: corrupted PNG: {}", name, message);
+  }
+  const int width = static_cast<int>(png.width), height = static_cast<int>(png.height);
+  if (stored == channels) return Image{width, height, channels, std::move(pixels)};
+  return convert_channels(width, height, stored, pixels, channels);
+}
+
+Image decode_jpeg(std::string_view bytes, const std::string& name, int channels, int min_width,
+                  int min_height) {
+  tjhandle handle = decompressor();
+  int width = 0, height = 0, subsampling = 0, colorspace = 0;
+  if (tjDecompressHeader3(handle, jpeg_data(bytes), bytes.size(), &width, &height, &subsampling,
+                          &colorspace) != 0) {
+    fail(ExitCode::data, "{}: not a readable JPEG: {}", name, tjGetErrorStr2(handle));
+  }
+  // The smallest scaling factor that keeps the requested size: decoding at 1/2 or 1/4 skips most of
+  // the inverse DCT and colour conversion work.
+  int factor_count = 0;
+  const tjscalingfactor* factors = tjGetScalingFactors(&factor_count);
+  if (min_width <= 0 && min_height <= 0) min_width = width;  // full size
+  int out_width = width, out_height = height;
+  for (int i = 0; i < factor_count; ++i) {
+    const tjscalingfactor factor = factors[i];
+    if (factor.num > factor.denom) continue;
+    const int w = TJSCALED(width, factor), h = TJSCALED(height, factor);
+    if (w >= min_width && h >= min_height && w < out_width) {
+      out_width = w;
+      out_height = h;
+    }
+  }
+  Image image{out_width, out_height, channels,
+              std::vector<std::uint8_t>(static_cast<std::size_t>(out_width) * out_height * channels)};
+  if (tjDecompress2(handle, jpeg_data(bytes), bytes.size(), image.pixels.data(), out_width, 0, out_height,
+                    channels == 1 ? TJPF_GRAY : TJPF_RGB, 0) != 0) {
+    // A warning (for example trailing garbage) still leaves a complete image.
+    if (tjGetErrorCode(handle) != TJERR_WARNING) {
+      fail(ExitCode::data, "{}: corrupted JPEG: {}", name, tjGetErrorStr2(handle));
+    }
+  }
+  return image;
+}
+
+}  // namespace
+
+ImageType sniff_image(std::string_view bytes) {
+  if (bytes.substr(0, png_signature.size()) == png_signature) return ImageType::png;
+  if (bytes.size() >= 3 && static_cast<unsigned char>(bytes[0]) == 0xFF &&
+      static_cast<unsigned char>(bytes[1]) == 0xD8 && static_cast<unsigned char>(bytes[2]) == 0xFF) {
+    return ImageType::jpeg;
+  }
+  return ImageType::unknown;
+}
+
+bool has_image_extension(const std::filesystem::path& path) {
+  std::string extension = path.extension().string();
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return extension == ".png" || extension == ".jpg" || extension == ".jpeg";
+}
+
+ImageSize read_image_size(std::string_view bytes, const std::string& name) {
+  switch (sniff_image(bytes)) {
+    case ImageType::png: {
+      png_image png;
+      std::memset(&png, 0, sizeof png);
+      png.version = PNG_IMAGE_VERSION;
+      if (!png_image_begin_read_from_memory(&png, bytes.data(), bytes.size())) {
+        fail(ExitCode::data, "{}: not a readable PNG: {}", name, png.message);
+      }
+      png_image_free(&png);
+      return {static_cast<int>(png.width), static_cast<int>(png.height)};
+    }
+    case ImageType::jpeg: {
+      tjhandle handle = decompressor();
+      int width = 0, height = 0, subsampling = 0, colorspace = 0;
+      if (tjDecompressHeader3(handle, jpeg_data(bytes), bytes.size(), &width, &height, &subsampling,
+                              &colorspace) != 0) {
+        fail(ExitCode::data, "{}: not a readable JPEG: {}", name, tjGetErrorStr2(handle));
+      }
+      return {width, height};
+    }
+    case ImageType::unknown:
+      break;
+  }
+  fail(ExitCode::data, "{}: neither PNG nor JPEG", name);
+}
+
+Image decode_image(std::string_view bytes, const std::string& name, int channels, int min_width,
+                   int min_height) {
+  switch (sniff_image(bytes)) {
+    case ImageType::png:
+      return decode_png(bytes, name, channels);
+    case ImageType::jpeg:
+      return decode_jpeg(bytes, name, channels, min_width, min_height);
+    case ImageType::unknown:
+      break;
+  }
+  fail(ExitCode::data, "{}: neither PNG nor JPEG", name);
+}
+
+void write_png(const std::filesystem::path& path, const Image& image) {
+  png_image png;
+  std::memset(&png, 0, sizeof png);
+  png.version = PNG_IMAGE_VERSION;
+  png.width = static_cast<png_uint_32>(image.width);
+  png.height = static_cast<png_uint_32>(image.height);
+  png.format = image.channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  if (!png_image_write_to_file(&png, path.c_str(), 0, image.pixels.data(), 0, nullptr)) {
+    fail(ExitCode::output, "{}: cannot write PNG: {}", path.string(), png.message);
+  }
+}
+
+void write_jpeg(const std::filesystem::path& path, const Image& image, int quality) {
+  thread_local TurboHandle turbo(true);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  if (tjCompress2(turbo.handle, image.pixels.data(), image.width, 0, image.height,
+                  image.channels == 1 ? TJPF_GRAY : TJPF_RGB, &buffer, &size,
+                  image.channels == 1 ? TJSAMP_GRAY : TJSAMP_420, quality, 0) != 0) {
+    fail(ExitCode::output, "{}: cannot encode JPEG: {}", path.string(), tjGetErrorStr2(turbo.handle));
+  }
+  std::unique_ptr<unsigned char, decltype(&tjFree)> owned(buffer, &tjFree);
+  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(buffer), size));
+}
+
+}  // namespace tp::data

@@ -1,0 +1,49 @@
+// Image files in memory: PNG (libpng's simplified API) and JPEG (TurboJPEG, with DCT-domain scaling),
+// decoded to 8-bit interleaved pixels. No LibTorch here, so tools and tests can use it cheaply.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tp::data {
+
+struct Image {
+  int width = 0;
+  int height = 0;
+  int channels = 0;                  // 1 (gray) or 3 (RGB)
+  std::vector<std::uint8_t> pixels;  // rows top to bottom, channels interleaved
+  std::uint8_t* row(int y) { return pixels.data() + static_cast<std::size_t>(y) * width * channels; }
+  const std::uint8_t* row(int y) const {
+    return pixels.data() + static_cast<std::size_t>(y) * width * channels;
+  }
+};
+
+enum class ImageType { png, jpeg, unknown };
+
+// The type from the file's first bytes (not its name).
+ImageType sniff_image(std::string_view bytes);
+// Whether a file name has an image extension: .png, .jpg or .jpeg in any case.
+bool has_image_extension(const std::filesystem::path& path);
+
+struct ImageSize {
+  int width = 0;
+  int height = 0;
+};
+
+// The stored size, from the header only. Throws tp::Error (data) naming `name` if it is not a PNG/JPEG.
+ImageSize read_image_size(std::string_view bytes, const std::string& name);
+
+// Decodes to `channels` (1 or 3): gray is replicated, colour becomes ITU-R 601 luma, alpha is dropped
+// (as PIL's convert does). A JPEG is decoded at the smallest DCT scaling factor (1/8 .. 1) whose result
+// is still at least `min_width` x `min_height`; 0 asks for full size. Throws tp::Error (data) naming `name`.
+Image decode_image(std::string_view bytes, const std::string& name, int channels, int min_width = 0,
+                   int min_height = 0);
+
+// Writers, used by tests and the dataset generator. Throw tp::Error (output) naming the path.
+void write_png(const std::filesystem::path& path, const Image& image);
+void write_jpeg(const std::filesystem::path& path, const Image& image, int quality);
+
+}  // namespace tp::data

@@ -1,0 +1,454 @@
+// Opening the data a spec names: image folders, images labelled by a CSV, and tabular CSVs.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "data/csv.h"
+#include "data/dataset.h"
+#include "data/image.h"
+#include "data/transform.h"
+
+namespace tp::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path resolve(const fs::path& root, const std::string& path) {
+  return fs::path(path).is_absolute() ? fs::path(path) : root / path;
+}
+
+std::optional<double> parse_number(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  while (*end == ' ' || *end == '\t' || *end == '\r') ++end;
+  if (*end != '\0' || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+// Sorted distinct values; numerically when every value is a number ("2" before "10").
+std::vector<std::string> sorted_distinct(std::vector<std::string> values) {
+  const bool numeric =
+      std::all_of(values.begin(), values.end(), [](const auto& v) { return parse_number(v).has_value(); });
+  std::sort(values.begin(), values.end(), [numeric](const std::string& a, const std::string& b) {
+    return numeric ? *parse_number(a) < *parse_number(b) : a < b;
+  });
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  return values;
+}
+
+std::int64_t index_of(const std::vector<std::string>& names, const std::string& name) {
+  const auto found = std::lower_bound(names.begin(), names.end(), name);
+  if (found != names.end() && *found == name) return found - names.begin();
+  const auto linear = std::find(names.begin(), names.end(), name);  // numerically sorted names
+  return linear == names.end() ? -1 : linear - names.begin();
+}
+
+// ----- images -----
+
+ImageTransform eval_transform(const spec::DataSpec& spec) {
+  ImageTransform transform;
+  transform.size = static_cast<int>(spec.image_size);
+  transform.crop_to_square = spec.resize == "crop";
+  transform.normalization = spec.normalize == "imagenet"
+                                ? Normalization::imagenet(static_cast<int>(spec.channels))
+                                : Normalization::unit();
+  return transform;
+}
+
+ImageTransform train_transform(const spec::DataSpec& spec) {
+  ImageTransform transform = eval_transform(spec);
+  const auto has = [&](const char* name) {
+    return std::find(spec.augment.begin(), spec.augment.end(), name) != spec.augment.end();
+  };
+  transform.random_resized_crop = has("random_resized_crop");
+  transform.flip = has("flip");
+  return transform;
+}
+
+// Image files with one target each (a class index, a float, or a multi-hot vector).
+class ImageDataset final : public Dataset {
+ public:
+  ImageDataset(std::vector<fs::path> files, at::Tensor targets, ImageTransform transform, int channels,
+               std::uint64_t seed, std::shared_ptr<BadFiles> bad_files)
+      : files_(std::move(files)),
+        targets_(std::move(targets)),
+        transform_(transform),
+        channels_(channels),
+        seed_(seed),
+        bad_files_(std::move(bad_files)) {}
+
+  std::size_t size() const override { return files_.size(); }
+  std::string describe(std::size_t index) const override { return files_.at(index).string(); }
+
+  // A bad file is reported and the next sample takes its place, with the same random choices.
+  Example get(std::size_t index, std::int64_t epoch) const override {
+    for (std::size_t attempt = 0; attempt < files_.size(); ++attempt) {
+      const std::size_t actual = (index + attempt) % files_.size();
+      try {
+        return load(actual, epoch, index);
+      } catch (const Error& error) {
+        if (error.code() != ExitCode::data) throw;
+        bad_files_->report(describe(actual), error.what());
+      }
+    }
+    fail(ExitCode::data, "no readable image among the {} files (the first is {})", files_.size(),
+         describe(0));
+  }
+
+ private:
+  Example load(std::size_t file_index, std::int64_t epoch, std::size_t sample_index) const {
+    const std::string name = describe(file_index);
+    const std::string bytes = read_file(files_[file_index], ExitCode::data);
+    const ImageSize stored = read_image_size(bytes, name);
+    std::mt19937_64 generator = sample_generator(seed_, epoch, sample_index);
+    Placement placement = place(transform_, stored, generator);
+    // Decode no larger than the crop needs: TurboJPEG scales in the DCT domain.
+    const int out = transform_.size;
+    const int min_width = static_cast<int>(std::ceil(out * stored.width / placement.box.width));
+    const int min_height = static_cast<int>(std::ceil(out * stored.height / placement.box.height));
+    const Image image = decode_image(bytes, name, channels_, min_width, min_height);
+    const double sx = static_cast<double>(image.width) / stored.width;
+    const double sy = static_cast<double>(image.height) / stored.height;
+    const Box box{placement.box.x * sx, placement.box.y * sy, placement.box.width * sx,
+                  placement.box.height * sy};
+    at::Tensor input = at::empty({channels_, out, out}, at::kFloat);
+    resample_normalized(image, box, out, placement.flip, transform_.normalization, input.data_ptr<float>());
+    return {input, targets_[static_cast<std::int64_t>(file_index)]};
+  }
+
+  std::vector<fs::path> files_;
+  at::Tensor targets_;
+  ImageTransform transform_;
+  int channels_;
+  std::uint64_t seed_;
+  std::shared_ptr<BadFiles> bad_files_;
+};
+
+struct LabelledImages {
+  std::vector<fs::path> files;
+  at::Tensor targets;
+  std::vector<std::string> classes;
+};
+
+// image_folder: one subdirectory per class. `known_classes` (validation data) fixes the class indices.
+LabelledImages list_image_folder(const fs::path& dir, const std::vector<std::string>* known_classes) {
+  std::error_code error;
+  if (!fs::is_directory(dir, error)) fail(ExitCode::data, "{}: no such directory", dir.string());
+  std::vector<std::string> classes;
+  bool loose_images = false;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.is_directory()) {
+      classes.push_back(entry.path().filename().string());
+    } else if (has_image_extension(entry.path())) {
+      loose_images = true;
+    }
+  }
+  if (classes.empty()) {
+    fail(ExitCode::data, "{}: no class subdirectories{}", dir.string(),
+         loose_images ? " (images must be in one subdirectory per class)" : "");
+  }
+  std::sort(classes.begin(), classes.end());
+  LabelledImages result;
+  result.classes = known_classes ? *known_classes : classes;
+  std::vector<std::int64_t> labels;
+  for (const auto& name : classes) {
+    const std::int64_t label = index_of(result.classes, name);
+    if (label < 0) {
+      fail(ExitCode::data, "{}: class '{}' is not among the training classes ({})", (dir / name).string(),
+           name, fmt::join(result.classes, ", "));
+    }
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::recursive_directory_iterator(dir / name)) {
+      if (entry.is_regular_file() && has_image_extension(entry.path())) files.push_back(entry.path());
+    }
+    if (files.empty())
+      fail(ExitCode::data, "{}: class '{}' has no PNG or JPEG images", (dir / name).string(), name);
+    std::sort(files.begin(), files.end());
+    result.files.insert(result.files.end(), files.begin(), files.end());
+    labels.insert(labels.end(), files.size(), label);
+  }
+  result.targets = at::tensor(labels, at::kLong);
+  return result;
+}
+
+// image_csv: the first column is an image path relative to the CSV, `target` the label column.
+LabelledImages read_image_csv(const fs::path& file, const spec::DataSpec& spec,
+                              const std::vector<std::string>* known_classes) {
+  const CsvTable table = read_csv(file);
+  const int target = table.column(spec.target);
+  if (target < 0) fail(ExitCode::data, "{}: no target column '{}' (data.target)", file.string(), spec.target);
+  if (target == 0)
+    fail(ExitCode::data, "{}: the first column must be the image path, not the target", file.string());
+  if (table.rows.empty()) fail(ExitCode::data, "{}: no rows after the header", file.string());
+  const auto labels_of = [&](const std::string& cell) {
+    std::vector<std::string> labels;
+    if (spec.task != "multi_label") return std::vector<std::string>{cell};
+    std::istringstream words(cell);
+    for (std::string word; words >> word;) labels.push_back(word);
+    return labels;
+  };
+  LabelledImages result;
+  if (spec.task != "regression") {
+    if (known_classes) {
+      result.classes = *known_classes;
+    } else {
+      std::vector<std::string> all;
+      for (const auto& row : table.rows) {
+        for (auto& label : labels_of(row[static_cast<std::size_t>(target)])) all.push_back(std::move(label));
+      }
+      result.classes = sorted_distinct(std::move(all));
+    }
+  }
+  const auto n = static_cast<std::int64_t>(table.rows.size());
+  const auto classes = static_cast<std::int64_t>(result.classes.size());
+  if (spec.task == "classification") {
+    result.targets = at::empty({n}, at::kLong);
+  } else if (spec.task == "multi_label") {
+    result.targets = at::zeros({n, classes}, at::kFloat);
+  } else {
+    result.targets = at::empty({n}, at::kFloat);
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto& row = table.rows[static_cast<std::size_t>(i)];
+    const std::string& cell = row[static_cast<std::size_t>(target)];
+    const std::size_t line = table.lines[static_cast<std::size_t>(i)];
+    result.files.push_back(file.parent_path() / row[0]);
+    if (spec.task == "regression") {
+      const auto value = parse_number(cell);
+      if (!value)
+        fail(ExitCode::data, "{}:{}: column '{}': '{}' is not a number", file.string(), line, spec.target,
+             cell);
+      result.targets[i] = *value;
+      continue;
+    }
+    for (const auto& label : labels_of(cell)) {
+      const std::int64_t index = index_of(result.classes, label);
+      if (index < 0) {
+        fail(ExitCode::data, "{}:{}: column '{}': '{}' is not among the training classes", file.string(),
+             line, spec.target, label);
+      }
+      if (spec.task == "classification") {
+        result.targets[i] = index;
+      } else {
+        result.targets[i][index] = 1.0;
+      }
+    }
+  }
+  return result;
+}
+
+Datasets open_images(const spec::DataSpec& spec, const fs::path& root, std::uint64_t seed) {
+  const bool folder = spec.format == "image_folder";
+  const auto read = [&](const fs::path& path, const std::vector<std::string>* known) {
+    return folder ? list_image_folder(path, known) : read_image_csv(path, spec, known);
+  };
+  LabelledImages train = read(resolve(root, spec.source), nullptr);
+  LabelledImages valid;
+  if (!spec.valid_source.empty()) {
+    valid = read(resolve(root, spec.valid_source), &train.classes);
+  } else {
+    auto [train_indices, valid_indices] = split_indices(train.files.size(), spec.valid, seed);
+    const auto take = [&](const std::vector<std::size_t>& indices) {
+      LabelledImages part;
+      for (std::size_t i : indices) part.files.push_back(train.files[i]);
+      std::vector<std::int64_t> rows(indices.begin(), indices.end());
+      part.targets = train.targets.index_select(0, at::tensor(rows, at::kLong));
+      return part;
+    };
+    valid = take(valid_indices);
+    LabelledImages kept = take(train_indices);
+    train.files = std::move(kept.files);
+    train.targets = kept.targets;
+  }
+  Datasets datasets;
+  datasets.bad_files = std::make_shared<BadFiles>(spec.max_bad_files);
+  const int channels = static_cast<int>(spec.channels);
+  datasets.train = std::make_shared<ImageDataset>(std::move(train.files), train.targets,
+                                                  train_transform(spec), channels, seed, datasets.bad_files);
+  datasets.valid = std::make_shared<ImageDataset>(std::move(valid.files), valid.targets, eval_transform(spec),
+                                                  channels, seed, datasets.bad_files);
+  Schema& schema = datasets.schema;
+  schema.input_shape = {channels, spec.image_size, spec.image_size};
+  schema.classification = spec.task != "regression";
+  schema.multi_label = spec.task == "multi_label";
+  schema.class_names = train.classes;
+  schema.num_outputs = schema.classification ? static_cast<std::int64_t>(train.classes.size()) : 1;
+  return datasets;
+}
+
+// ----- tables -----
+
+fs::path table_file(const fs::path& path) {
+  std::error_code error;
+  if (fs::is_regular_file(path, error)) return path;
+  if (!fs::is_directory(path, error)) fail(ExitCode::data, "{}: no such file or directory", path.string());
+  std::vector<fs::path> found;
+  for (const auto& entry : fs::directory_iterator(path)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".csv") found.push_back(entry.path());
+  }
+  if (found.size() != 1) {
+    fail(ExitCode::data, "{}: expected exactly one .csv file in the directory, found {}", path.string(),
+         found.size());
+  }
+  return found.front();
+}
+
+// How the columns of a table become features and a target; learnt from the training file.
+struct TableEncoding {
+  std::vector<std::string> feature_names;
+  std::map<std::string, std::vector<std::string>> categories;  // categorical column -> sorted values
+  std::vector<std::string> classes;                            // classification targets
+};
+
+TableEncoding learn_encoding(const fs::path& file, const CsvTable& table, const spec::DataSpec& spec) {
+  TableEncoding encoding;
+  for (const auto& name : spec.categorical) {
+    if (table.column(name) < 0)
+      fail(ExitCode::data, "{}: no categorical column '{}' (data.categorical)", file.string(), name);
+  }
+  const int target = table.column(spec.target);
+  for (std::size_t c = 0; c < table.header.size(); ++c) {
+    const std::string& name = table.header[c];
+    const bool categorical =
+        std::find(spec.categorical.begin(), spec.categorical.end(), name) != spec.categorical.end();
+    std::vector<std::string> values;
+    if (categorical || static_cast<int>(c) == target) {
+      for (const auto& row : table.rows) values.push_back(row[c]);
+    }
+    if (static_cast<int>(c) == target) {
+      if (spec.task == "classification") encoding.classes = sorted_distinct(std::move(values));
+    } else if (categorical) {
+      auto& levels = encoding.categories[name] = sorted_distinct(std::move(values));
+      for (const auto& level : levels) encoding.feature_names.push_back(name + "=" + level);
+    } else {
+      encoding.feature_names.push_back(name);
+    }
+  }
+  return encoding;
+}
+
+// Features {rows, features} and targets, unstandardized.
+std::pair<at::Tensor, at::Tensor> encode_table(const fs::path& file, const CsvTable& table,
+                                               const spec::DataSpec& spec, const TableEncoding& encoding) {
+  const int target = table.column(spec.target);
+  if (target < 0) fail(ExitCode::data, "{}: no target column '{}' (data.target)", file.string(), spec.target);
+  const auto rows = static_cast<std::int64_t>(table.rows.size());
+  at::Tensor features =
+      at::zeros({rows, static_cast<std::int64_t>(encoding.feature_names.size())}, at::kFloat);
+  at::Tensor targets =
+      spec.task == "classification" ? at::empty({rows}, at::kLong) : at::empty({rows}, at::kFloat);
+  float* out = features.data_ptr<float>();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const auto& row = table.rows[static_cast<std::size_t>(r)];
+    const std::size_t line = table.lines[static_cast<std::size_t>(r)];
+    std::size_t feature = 0;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      const std::string& name = table.header[c];
+      if (static_cast<int>(c) == target) {
+        if (spec.task == "classification") {
+          const std::int64_t index = index_of(encoding.classes, row[c]);
+          if (index < 0) {
+            fail(ExitCode::data, "{}:{}: column '{}': '{}' is not among the training classes", file.string(),
+                 line, name, row[c]);
+          }
+          targets.data_ptr<std::int64_t>()[r] = index;
+        } else {
+          const auto value = parse_number(row[c]);
+          if (!value)
+            fail(ExitCode::data, "{}:{}: column '{}': '{}' is not a number", file.string(), line, name,
+                 row[c]);
+          targets.data_ptr<float>()[r] = static_cast<float>(*value);
+        }
+      } else if (const auto levels = encoding.categories.find(name); levels != encoding.categories.end()) {
+        const std::int64_t index = index_of(levels->second, row[c]);
+        // A category unseen in training encodes as all zeros.
+        if (index >= 0) out[r * features.size(1) + static_cast<std::int64_t>(feature) + index] = 1.f;
+        feature += levels->second.size();
+      } else {
+        const auto value = parse_number(row[c]);
+        if (!value) {
+          fail(ExitCode::data,
+               "{}:{}: column '{}': '{}' is not a number (list categorical columns in data.categorical)",
+               file.string(), line, name, row[c]);
+        }
+        out[r * features.size(1) + static_cast<std::int64_t>(feature++)] = static_cast<float>(*value);
+      }
+    }
+  }
+  return {features, targets};
+}
+
+Datasets open_table(const spec::DataSpec& spec, const fs::path& root, std::uint64_t seed) {
+  const fs::path train_file = table_file(resolve(root, spec.source));
+  const CsvTable train_table = read_csv(train_file);
+  if (train_table.column(spec.target) < 0) {
+    fail(ExitCode::data, "{}: no target column '{}' (data.target)", train_file.string(), spec.target);
+  }
+  if (train_table.rows.empty()) fail(ExitCode::data, "{}: no rows after the header", train_file.string());
+  if (spec.task == "multi_label")
+    fail(ExitCode::spec, "data.task: multi_label needs data.format = \"image_csv\"");
+  const TableEncoding encoding = learn_encoding(train_file, train_table, spec);
+  auto [features, targets] = encode_table(train_file, train_table, spec, encoding);
+
+  at::Tensor train_features, train_targets, valid_features, valid_targets;
+  if (!spec.valid_source.empty()) {
+    const fs::path valid_file = table_file(resolve(root, spec.valid_source));
+    std::tie(valid_features, valid_targets) = encode_table(valid_file, read_csv(valid_file), spec, encoding);
+    train_features = features;
+    train_targets = targets;
+  } else {
+    auto [train_indices, valid_indices] =
+        split_indices(static_cast<std::size_t>(features.size(0)), spec.valid, seed);
+    const auto rows = [](const std::vector<std::size_t>& indices) {
+      return at::tensor(std::vector<std::int64_t>(indices.begin(), indices.end()), at::kLong);
+    };
+    train_features = features.index_select(0, rows(train_indices));
+    train_targets = targets.index_select(0, rows(train_indices));
+    valid_features = features.index_select(0, rows(valid_indices));
+    valid_targets = targets.index_select(0, rows(valid_indices));
+  }
+  if (train_features.size(0) == 0)
+    fail(ExitCode::data, "{}: no training rows left after the split", train_file.string());
+
+  // Standardize with training statistics only; a constant column keeps a divisor of 1.
+  at::Tensor mean = train_features.to(at::kDouble).mean(0);
+  at::Tensor std = train_features.to(at::kDouble).std(0, /*unbiased=*/false);
+  std = at::where(std > 1e-12, std, at::ones_like(std));
+  const auto standardize = [&](const at::Tensor& x) {
+    return ((x.to(at::kDouble) - mean) / std).to(at::kFloat);
+  };
+
+  Datasets datasets;
+  datasets.bad_files = std::make_shared<BadFiles>(spec.max_bad_files);
+  datasets.train = std::make_shared<TensorDataset>(standardize(train_features), train_targets);
+  datasets.valid = std::make_shared<TensorDataset>(standardize(valid_features), valid_targets);
+  Schema& schema = datasets.schema;
+  schema.input_shape = {features.size(1)};
+  schema.classification = spec.task == "classification";
+  schema.class_names = encoding.classes;
+  schema.num_outputs = schema.classification ? static_cast<std::int64_t>(encoding.classes.size()) : 1;
+  schema.feature_names = encoding.feature_names;
+  mean = mean.contiguous();
+  std = std.contiguous();
+  schema.feature_mean.assign(mean.data_ptr<double>(), mean.data_ptr<double>() + mean.numel());
+  schema.feature_std.assign(std.data_ptr<double>(), std.data_ptr<double>() + std.numel());
+  return datasets;
+}
+
+}  // namespace
+
+Datasets open(const spec::DataSpec& spec, const std::filesystem::path& root, std::uint64_t seed) {
+  if (spec.source.empty()) fail(ExitCode::spec, "data.source: required");
+  if (spec.format == "table_csv") return open_table(spec, root, seed);
+  return open_images(spec, root, seed);
+}
+
+}  // namespace tp::data

@@ -1,0 +1,235 @@
+// Decoding (PNG, JPEG with DCT scaling), channel conversion and the crop/resample/normalize pass.
+#include <gtest/gtest.h>
+#include <jpeglib.h>
+#include <png.h>
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "data/csv.h"
+#include "data/image.h"
+#include "data/transform.h"
+#include "support/temp_dir.h"
+
+namespace tp::data {
+namespace {
+
+using tp::testing::TempDir;
+using tp::testing::write_text;
+
+// A busy test pattern: gradients plus noise, so every decoder detail shows.
+Image pattern(int width, int height, int channels, unsigned seed) {
+  std::mt19937 random(seed);
+  Image image{width, height, channels,
+              std::vector<std::uint8_t>(static_cast<std::size_t>(width) * height * channels)};
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      for (int c = 0; c < channels; ++c) {
+        image.row(y)[x * channels + c] =
+            static_cast<std::uint8_t>((x * 7 + y * 3 + c * 50 + random() % 40) % 256);
+      }
+    }
+  }
+  return image;
+}
+
+// libjpeg-turbo's own decoder, through its libjpeg API (not TurboJPEG).
+Image reference_jpeg(const std::string& bytes, int channels, unsigned scale_num, unsigned scale_denom) {
+  jpeg_decompress_struct info;
+  jpeg_error_mgr errors;
+  info.err = jpeg_std_error(&errors);
+  jpeg_create_decompress(&info);
+  jpeg_mem_src(&info, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  jpeg_read_header(&info, TRUE);
+  info.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  info.scale_num = scale_num;
+  info.scale_denom = scale_denom;
+  jpeg_start_decompress(&info);
+  Image image{static_cast<int>(info.output_width), static_cast<int>(info.output_height), channels, {}};
+  image.pixels.resize(static_cast<std::size_t>(image.width) * image.height * channels);
+  while (info.output_scanline < info.output_height) {
+    JSAMPROW row = image.row(static_cast<int>(info.output_scanline));
+    jpeg_read_scanlines(&info, &row, 1);
+  }
+  jpeg_finish_decompress(&info);
+  jpeg_destroy_decompress(&info);
+  return image;
+}
+
+TEST(Png, RoundTripIsExact) {
+  TempDir dir;
+  for (int channels : {1, 3}) {
+    const Image original = pattern(37, 23, channels, 1);
+    write_png(dir / "a.png", original);
+    const Image decoded = decode_image(read_file(dir / "a.png", ExitCode::data), "a.png", channels);
+    EXPECT_EQ(decoded.width, 37);
+    EXPECT_EQ(decoded.height, 23);
+    EXPECT_EQ(decoded.pixels, original.pixels) << channels << " channels";
+  }
+}
+
+TEST(Png, ConvertsGrayRgbAndAlphaLikePil) {
+  TempDir dir;
+  // An RGBA file written with libpng directly.
+  std::vector<std::uint8_t> rgba = {10, 20, 30, 0, 200, 100, 50, 255};
+  png_image png;
+  std::memset(&png, 0, sizeof png);
+  png.version = PNG_IMAGE_VERSION;
+  png.width = 2;
+  png.height = 1;
+  png.format = PNG_FORMAT_RGBA;
+  ASSERT_TRUE(png_image_write_to_file(&png, (dir / "rgba.png").c_str(), 0, rgba.data(), 0, nullptr));
+  const std::string bytes = read_file(dir / "rgba.png", ExitCode::data);
+  EXPECT_EQ(decode_image(bytes, "rgba.png", 3).pixels, (std::vector<std::uint8_t>{10, 20, 30, 200, 100, 50}));
+  // PIL's L: (299 R + 587 G + 114 B) / 1000, rounded.
+  EXPECT_EQ(decode_image(bytes, "rgba.png", 1).pixels, (std::vector<std::uint8_t>{18, 124}));
+  write_png(dir / "gray.png", Image{2, 1, 1, {7, 9}});
+  EXPECT_EQ(decode_image(read_file(dir / "gray.png", ExitCode::data), "gray.png", 3).pixels,
+            (std::vector<std::uint8_t>{7, 7, 7, 9, 9, 9}));
+}
+
+TEST(Jpeg, DecodeEqualsLibjpegTurbo) {
+  TempDir dir;
+  write_jpeg(dir / "a.jpg", pattern(203, 157, 3, 2), 85);
+  const std::string bytes = read_file(dir / "a.jpg", ExitCode::data);
+  for (int channels : {1, 3}) {
+    const Image decoded = decode_image(bytes, "a.jpg", channels);
+    const Image expected = reference_jpeg(bytes, channels, 1, 1);
+    ASSERT_EQ(decoded.width, 203);
+    ASSERT_EQ(decoded.height, 157);
+    EXPECT_EQ(decoded.pixels, expected.pixels) << channels << " channels";
+  }
+}
+
+TEST(Jpeg, ScalesInTheDctDomainToTheSmallestSufficientSize) {
+  TempDir dir;
+  write_jpeg(dir / "a.jpg", pattern(500, 376, 3, 3), 90);
+  const std::string bytes = read_file(dir / "a.jpg", ExitCode::data);
+  // 1/2 gives 250x188 (enough for 224 wide? no: 188 < 200), 5/8 gives 313x235.
+  const Image half = decode_image(bytes, "a.jpg", 3, 250, 188);
+  EXPECT_EQ(half.width, 250);
+  EXPECT_EQ(half.height, 188);
+  EXPECT_EQ(half.pixels, reference_jpeg(bytes, 3, 1, 2).pixels);
+  const Image five_eighths = decode_image(bytes, "a.jpg", 3, 200, 200);
+  EXPECT_EQ(five_eighths.width, 313);
+  EXPECT_EQ(five_eighths.height, 235);
+  EXPECT_EQ(decode_image(bytes, "a.jpg", 3, 1000, 1000).width, 500);  // never upscaled
+  EXPECT_EQ(decode_image(bytes, "a.jpg", 3).width, 500);
+}
+
+TEST(Decode, CorruptedFilesAreDataErrorsNamingTheFile) {
+  TempDir dir;
+  write_jpeg(dir / "a.jpg", pattern(64, 64, 3, 4), 90);
+  write_png(dir / "a.png", pattern(64, 64, 3, 4));
+  for (const char* name : {"a.jpg", "a.png"}) {
+    const std::string bytes = read_file(dir / name, ExitCode::data);
+    std::string truncated = bytes.substr(0, bytes.size() / 2);
+    try {
+      decode_image(truncated, name, 3);
+      // libjpeg-turbo fills a truncated JPEG's missing rows with a warning; it must at least decode fully.
+      EXPECT_EQ(std::string(name), "a.jpg");
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ExitCode::data);
+      EXPECT_NE(std::string(error.what()).find(name), std::string::npos) << error.what();
+    }
+    std::string garbage = bytes.substr(0, 20) + std::string(200, 'x');
+    EXPECT_THROW(decode_image(garbage, name, 3), Error) << name;
+  }
+  try {
+    decode_image("GIF89a....", "x.gif", 3);
+    FAIL();
+  } catch (const Error& error) {
+    EXPECT_STREQ(error.what(), "x.gif: neither PNG nor JPEG");
+  }
+}
+
+TEST(Transform, WholeImageAtTheSameSizeIsExact) {
+  const Image image = pattern(16, 16, 3, 5);
+  std::vector<float> out(3 * 16 * 16);
+  resample_normalized(image, Box{0, 0, 16, 16}, 16, false, Normalization::unit(), out.data());
+  for (int c = 0; c < 3; ++c) {
+    for (int y = 0; y < 16; ++y) {
+      for (int x = 0; x < 16; ++x) {
+        EXPECT_FLOAT_EQ(out[(c * 16 + y) * 16 + x], image.row(y)[x * 3 + c] / 255.f);
+      }
+    }
+  }
+  // Flipped, and normalized.
+  const Normalization imagenet = Normalization::imagenet(3);
+  resample_normalized(image, Box{0, 0, 16, 16}, 16, true, imagenet, out.data());
+  EXPECT_NEAR(out[(1 * 16 + 2) * 16 + 15], (image.row(2)[0 * 3 + 1] / 255.f - 0.456f) / 0.224f, 1e-5);
+}
+
+TEST(Transform, DownscalingAveragesLikeAnAreaFilter) {
+  // A 1-pixel checkerboard shrunk 4x must come out flat gray, not aliased.
+  Image image{64, 64, 1, std::vector<std::uint8_t>(64 * 64)};
+  for (int y = 0; y < 64; ++y) {
+    for (int x = 0; x < 64; ++x) image.row(y)[x] = (x + y) % 2 ? 255 : 0;
+  }
+  std::vector<float> out(16 * 16);
+  resample_normalized(image, Box{0, 0, 64, 64}, 16, false, Normalization::unit(), out.data());
+  for (float v : out) EXPECT_NEAR(v, 0.5f, 0.05f);
+}
+
+TEST(Transform, RandomChoicesDependOnlyOnSeedEpochAndIndex) {
+  ImageTransform transform;
+  transform.size = 224;
+  transform.random_resized_crop = true;
+  transform.flip = true;
+  const ImageSize size{500, 375};
+  const auto placement = [&](std::uint64_t seed, std::int64_t epoch, std::uint64_t index) {
+    auto generator = sample_generator(seed, epoch, index);
+    return place(transform, size, generator);
+  };
+  int flips = 0;
+  for (std::uint64_t i = 0; i < 200; ++i) {
+    const Placement a = placement(1, 3, i), b = placement(1, 3, i);
+    EXPECT_EQ(a.box.x, b.box.x);
+    EXPECT_EQ(a.box.width, b.box.width);
+    EXPECT_EQ(a.flip, b.flip);
+    EXPECT_GE(a.box.x, 0);
+    EXPECT_LE(a.box.x + a.box.width, 500);
+    EXPECT_LE(a.box.y + a.box.height, 375);
+    const double area = a.box.width * a.box.height / (500.0 * 375.0);
+    EXPECT_GE(area, 0.07);
+    flips += a.flip;
+  }
+  EXPECT_GT(flips, 60);
+  EXPECT_LT(flips, 140);
+  EXPECT_NE(placement(1, 3, 0).box.x + placement(1, 3, 0).box.width,
+            placement(1, 4, 0).box.x + placement(1, 4, 0).box.width);
+  transform.random_resized_crop = false;
+  transform.crop_to_square = true;
+  const Placement center = placement(1, 0, 0);
+  EXPECT_EQ(center.box.x, 62.5);
+  EXPECT_EQ(center.box.width, 375);
+}
+
+TEST(Csv, QuotesAndLineNumbers) {
+  TempDir dir;
+  write_text(dir / "a.csv", "name,value\n\"a, b\",1\n\n\"multi\nline\",2\nc,3\n");
+  const CsvTable table = read_csv(dir / "a.csv");
+  ASSERT_EQ(table.rows.size(), 3u);
+  EXPECT_EQ(table.rows[0][0], "a, b");
+  EXPECT_EQ(table.rows[1][0], "multi\nline");
+  EXPECT_EQ(table.lines[2], 6u);
+  write_text(dir / "b.csv", "x,y\n1,2\n3\n");
+  try {
+    read_csv(dir / "b.csv");
+    FAIL();
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("b.csv:3: 1 cells, but the header has 2 columns"),
+              std::string::npos)
+        << error.what();
+  }
+  write_text(dir / "c.csv", "x,y\n\"1,2\n");
+  EXPECT_THROW(read_csv(dir / "c.csv"), Error);
+  write_text(dir / "d.csv", "");
+  EXPECT_THROW(read_csv(dir / "d.csv"), Error);
+}
+
+}  // namespace
+}  // namespace tp::data
