@@ -149,6 +149,20 @@ TEST_F(ClientTest, MemoryStaysBoundedOnALargeTransfer) {
   EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 48 * 1024) << "KiB of peak RSS growth";
 }
 
+TEST(TlsTest, VerifiesCertificatesAndAcceptsACustomCa) {
+  S3Server server(/*tls=*/true);
+  s3::Connection connection = testing::test_connection(server.endpoint());
+  try {
+    Client(connection, testing::fast_retries()).list(S3Server::kBucket, "");
+    FAIL() << "a self-signed certificate was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::usage);
+    EXPECT_NE(std::string(error.what()).find("AWS_CA_BUNDLE"), std::string::npos) << error.what();
+  }
+  connection.ca_bundle = server.certificate().string();
+  EXPECT_TRUE(Client(connection, testing::fast_retries()).list(S3Server::kBucket, "").objects.empty());
+}
+
 class FaultTest : public ClientTest {
  protected:
   // Uploads straight to s3rver, then returns a client that talks through a proxy with these faults.

@@ -62,8 +62,20 @@ void wait_for_loopback_port(int port) {
   throw std::runtime_error("nothing listens on 127.0.0.1:" + std::to_string(port));
 }
 
-S3Server::S3Server()
-    : data_dir_([&] {
+std::string S3Server::tls_options() const {
+  if (!tls_) return "";
+  const std::string key = (directory_.path() / "key.pem").string();
+  run_checked(
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -addext "
+      "subjectAltName=IP:127.0.0.1"
+      " -keyout " +
+      shell_quote(key) + " -out " + shell_quote(certificate().string()));
+  return " --key " + shell_quote(key) + " --cert " + shell_quote(certificate().string());
+}
+
+S3Server::S3Server(bool tls)
+    : tls_(tls),
+      data_dir_([&] {
         std::filesystem::create_directories(directory_.path() / "data");
         return directory_.path() / "data";
       }()),
@@ -73,7 +85,7 @@ S3Server::S3Server()
           "env NODE_OPTIONS=--openssl-legacy-provider " +
               shell_quote(source_dir() + "/.deps/npm/node_modules/.bin/s3rver") + " -d " +
               shell_quote(data_dir_.string()) + " -a 127.0.0.1 -p " + std::to_string(port_) +
-              " --configure-bucket " + kBucket + " --silent",
+              " --configure-bucket " + kBucket + " --silent" + tls_options(),
           directory_.path() / "s3rver.log") {
   wait_for_loopback_port(port_);
 }

@@ -31,13 +31,20 @@ void wait_for_loopback_port(int port);
 class S3Server {
  public:
   static constexpr const char* kBucket = "test-bucket";
-  S3Server();
-  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  // With `tls`, serves HTTPS with a self-signed certificate for 127.0.0.1 (its PEM is certificate()).
+  explicit S3Server(bool tls = false);
+  std::string endpoint() const {
+    return std::string(tls_ ? "https" : "http") + "://127.0.0.1:" + std::to_string(port_);
+  }
+  std::filesystem::path certificate() const { return directory_.path() / "cert.pem"; }
   int port() const { return port_; }
   const std::filesystem::path& data_dir() const { return data_dir_; }
 
  private:
+  std::string tls_options() const;  // creates the certificate
+
   TempDir directory_;
+  bool tls_;
   std::filesystem::path data_dir_;
   int port_;
   ChildProcess process_;

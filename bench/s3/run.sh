@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# S3 staging benchmark (not a test): 2,000 x 100 KiB objects and one 1 GiB object from s3rver on loopback,
+# downloaded by trainpoint (tp_s3_bench = `trainpoint s3`), the awscli, rclone, and parallel curl (the
+# server's ceiling), in one run. Prints medians, rates and ratios as a Markdown table.
+#
+# usage: bench/s3/run.sh BUILD_DIR [RUNS]      (BUILD_DIR holds bench/s3/tp_s3_bench)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="$(cd "${1:?usage: run.sh BUILD_DIR [RUNS]}" && pwd)"
+runs="${2:-3}"
+trainpoint="$build/bench/s3/tp_s3_bench"
+s3rver="$root/.deps/npm/node_modules/.bin/s3rver"
+small_count=2000
+small_kib=100
+parallelism=32
+
+work="$(mktemp -d /tmp/tp-s3-bench.XXXXXX)"
+server_pid=""
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+endpoint="http://127.0.0.1:$port"
+mkdir -p "$work/server"
+NODE_OPTIONS=--openssl-legacy-provider "$s3rver" -d "$work/server" -a 127.0.0.1 -p "$port" \
+  --configure-bucket bench --silent >"$work/s3rver.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+
+export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_DEFAULT_REGION=us-east-1
+export AWS_ENDPOINT_URL="$endpoint"
+rclone_remote=(--s3-provider Other --s3-endpoint "$endpoint" --s3-access-key-id S3RVER
+  --s3-secret-access-key S3RVER --s3-region us-east-1)
+
+echo "# generating and uploading the data" >&2
+mkdir -p "$work/src/small" "$work/src/large"
+python3 - "$work/src/small" "$small_count" "$small_kib" <<'PY'
+import os, sys
+directory, count, kib = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for i in range(count):
+    with open(os.path.join(directory, f"img{i:05d}.bin"), "wb") as f:
+        f.write(os.urandom(kib * 1024))
+PY
+head -c $((1024 * 1024 * 1024)) /dev/urandom >"$work/src/large/blob.bin"
+"$trainpoint" cp --recursive "$work/src/small" s3://bench/small/ >/dev/null
+"$trainpoint" cp "$work/src/large/blob.bin" s3://bench/large/blob.bin >/dev/null
+
+# A fresh s3rver is slower for its first ~2,000 requests (facts.md): warm it up before timing.
+warm_config="$work/warm.curl"
+for i in $(seq 0 $((small_count - 1))); do
+  printf 'url = "%s/bench/small/img%05d.bin"\noutput = "/dev/null"\n' "$endpoint" "$i"
+done >"$warm_config"
+curl_signed=(curl -sS --fail --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER -H "x-amz-content-sha256: UNSIGNED-PAYLOAD")
+"${curl_signed[@]}" -Z --parallel-max "$parallelism" -K "$warm_config" >"$work/warm.log" 2>&1
+
+# time_runs NAME COMMAND...: runs COMMAND $runs times into a fresh $dest, prints the median seconds.
+time_runs() {
+  local name=$1
+  shift
+  local times=()
+  for _ in $(seq "$runs"); do
+    rm -rf "$work/dest"
+    mkdir -p "$work/dest"
+    sync
+    local start end
+    start=$(date +%s.%N)
+    "$@" >"$work/last.log" 2>&1 || { echo "$name failed:" >&2; tail -5 "$work/last.log" >&2; exit 1; }
+    end=$(date +%s.%N)
+    times+=("$(echo "$end - $start" | bc -l)")
+  done
+  printf '%s\n' "${times[@]}" | sort -g | awk -v n="$runs" '{t[NR]=$1} END {print t[int((n+1)/2)]}'
+}
+
+check_small() { [ "$(find "$work/dest" -type f -name 'img*.bin' | wc -l)" -eq "$small_count" ]; }
+
+small_config="$work/small.curl"
+for i in $(seq 0 $((small_count - 1))); do
+  printf 'url = "%s/bench/small/img%05d.bin"\noutput = "%s/dest/img%05d.bin"\n' "$endpoint" "$i" "$work" "$i"
+done >"$small_config"
+
+declare -A small large
+echo "# small objects" >&2
+small[trainpoint]=$(time_runs trainpoint "$trainpoint" cp --recursive s3://bench/small/ "$work/dest" --parallelism "$parallelism")
+small[awscli]=$(time_runs awscli aws s3 cp --recursive --quiet s3://bench/small/ "$work/dest")
+small[rclone]=$(time_runs rclone rclone copy "${rclone_remote[@]}" :s3:bench/small "$work/dest")
+small[rclone_t32]=$(time_runs rclone32 rclone copy "${rclone_remote[@]}" --transfers "$parallelism" :s3:bench/small "$work/dest")
+small[curl]=$(time_runs curl "${curl_signed[@]}" -Z --parallel-max "$parallelism" -K "$small_config")
+check_small
+
+echo "# large object" >&2
+large[trainpoint]=$(time_runs trainpoint "$trainpoint" cp s3://bench/large/blob.bin "$work/dest/blob.bin" --parallelism 8)
+large[awscli]=$(time_runs awscli aws s3 cp --quiet s3://bench/large/blob.bin "$work/dest/blob.bin")
+large[rclone]=$(time_runs rclone rclone copy "${rclone_remote[@]}" :s3:bench/large "$work/dest")
+large[curl]=$(time_runs curl "${curl_signed[@]}" -o "$work/dest/blob.bin" "$endpoint/bench/large/blob.bin")
+cmp "$work/src/large/blob.bin" "$work/dest/blob.bin"
+
+mib=1024
+echo "| tool | ${small_count} x ${small_kib} KiB: s | objects/s | 1 GiB: s | MB/s |"
+echo "|---|---|---|---|---|"
+for tool in trainpoint awscli rclone rclone_t32 curl; do
+  s=${small[$tool]}
+  l=${large[$tool]:-}
+  printf '| %s | %.2f | %.0f | %s | %s |\n' "$tool" "$s" "$(echo "$small_count / $s" | bc -l)" \
+    "${l:+$(printf '%.2f' "$l")}" "${l:+$(printf '%.0f' "$(echo "$mib * 1.048576 / $l" | bc -l)")}"
+done
+echo
+printf 'small objects: trainpoint/awscli %.2fx, trainpoint/rclone %.2fx (rclone --transfers %d: %.2fx), trainpoint/curl ceiling %.2f\n' \
+  "$(echo "${small[awscli]} / ${small[trainpoint]}" | bc -l)" "$(echo "${small[rclone]} / ${small[trainpoint]}" | bc -l)" \
+  "$parallelism" "$(echo "${small[rclone_t32]} / ${small[trainpoint]}" | bc -l)" "$(echo "${small[curl]} / ${small[trainpoint]}" | bc -l)"
+printf 'large object: trainpoint/awscli %.2fx, trainpoint/rclone %.2fx, trainpoint/curl ceiling %.2f\n' \
+  "$(echo "${large[awscli]} / ${large[trainpoint]}" | bc -l)" "$(echo "${large[rclone]} / ${large[trainpoint]}" | bc -l)" \
+  "$(echo "${large[curl]} / ${large[trainpoint]}" | bc -l)"
