@@ -1,0 +1,211 @@
+#include "git/mirror.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+
+#include "common/error.h"
+#include "git/libgit2.h"
+#include "git/retry.h"
+
+namespace tp::git {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_hex(const std::string& text) {
+  return !text.empty() &&
+         std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isxdigit(c); });
+}
+
+// "host-name-<hash>.git": readable, and unique per URL (the hash covers the whole credential-free URL).
+std::string mirror_name(const RemoteUrl& remote) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(remote.url.data(), remote.url.size(), digest, &length, EVP_sha256(), nullptr);
+  std::string hash;
+  for (unsigned int i = 0; i < 8; ++i) hash += fmt::format("{:02x}", digest[i]);
+  std::string base = fs::path(remote.url).filename().string();
+  if (base.size() > 4 && base.compare(base.size() - 4, 4, ".git") == 0) base.resize(base.size() - 4);
+  std::string name = remote.host.empty() ? base : remote.host + "-" + base;
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_') c = '_';
+  }
+  return name.substr(0, 80) + "-" + hash + ".git";
+}
+
+// Turns a failed libgit2 remote operation into a tp::Error with its own message and exit class.
+[[noreturn]] void fetch_failed(int status, const RemoteUrl& remote, const RemoteAccess& access) {
+  const git_error* error = git_error_last();
+  const std::string cause = access.redact(libgit2_error());
+  const int error_class = error != nullptr ? error->klass : GIT_ERROR_NONE;
+  const std::string& url = remote.url;
+  switch (access.refusal()) {
+    case Refusal::credentials_missing:
+    case Refusal::credentials_rejected:
+      fail(ExitCode::source, "authentication failed for {}: {}", url, access.refusal_detail());
+    case Refusal::host_unknown:
+      fail(ExitCode::source, "unknown SSH host key for {}: {}", url, access.refusal_detail());
+    case Refusal::host_key_changed:
+      fail(ExitCode::source, "host key mismatch for {}: {}", url, access.refusal_detail());
+    case Refusal::tls_untrusted:
+      fail(ExitCode::source, "TLS certificate not trusted for {}: {}", url, access.refusal_detail());
+    case Refusal::none:
+      break;
+  }
+  const auto mentions = [&](const char* text) { return cause.find(text) != std::string::npos; };
+  if (mentions("No space left") || mentions("Disk quota")) {
+    fail(ExitCode::storage, "disk full while fetching {}: {}", url, cause);
+  }
+  if (status == GIT_EAUTH || mentions("status code: 401") || mentions("status code: 403") ||
+      mentions("authentication")) {
+    fail(ExitCode::source, "authentication failed for {}: {}", url, cause);
+  }
+  if (status == GIT_ECERTIFICATE || (error_class == GIT_ERROR_SSL && mentions("certificate"))) {
+    fail(ExitCode::source, "TLS certificate not trusted for {}: {}", url, cause);
+  }
+  if (status == GIT_ENOTFOUND || mentions("status code: 404") || mentions("not found") ||
+      mentions("does not appear to be a git repository") || mentions("could not find repository") ||
+      mentions("not exported") || mentions("No such file or directory")) {
+    fail(ExitCode::source, "repository not found: {} ({})", url, cause);
+  }
+  fail(ExitCode::network, "cannot fetch {}: {}", url, cause);
+}
+
+}  // namespace
+
+FileLock::FileLock(const fs::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+  if (fd_ < 0) fail(ExitCode::storage, "cannot open lock file {}: {}", path.string(), std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+  spdlog::info("waiting for {}: another process is updating this git cache entry", path.string());
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno != EINTR) fail(ExitCode::storage, "cannot lock {}: {}", path.string(), std::strerror(errno));
+  }
+}
+
+FileLock::~FileLock() {
+  ::close(fd_);
+}
+
+void FileLock::share() {
+  while (::flock(fd_, LOCK_SH) != 0) {
+    if (errno != EINTR) fail(ExitCode::storage, "cannot share git cache lock: {}", std::strerror(errno));
+  }
+}
+
+Mirror::Mirror(const fs::path& cache_dir, const fs::path& temporary_path, const RemoteUrl& remote)
+    : remote_(remote), temporary_(cache_dir.empty()) {
+  if (temporary_) {
+    path_ = temporary_path;
+    fs::remove_all(path_);
+  } else {
+    const fs::path mirrors = cache_dir / "mirrors";
+    std::error_code created;
+    fs::create_directories(mirrors, created);
+    if (created)
+      fail(ExitCode::storage, "cannot create git cache {}: {}", mirrors.string(), created.message());
+    path_ = mirrors / mirror_name(remote);
+    lock_ = std::make_unique<FileLock>(path_.string() + ".lock");
+    if (fs::exists(path_) && git_repository_open_bare(&repo_, path_.c_str()) == 0) return;
+    if (fs::exists(path_)) {
+      spdlog::warn("git cache entry {} is unreadable ({}); recreating it", path_.string(), libgit2_error());
+      fs::remove_all(path_);
+    }
+  }
+  if (git_repository_init(&repo_, path_.c_str(), /*is_bare=*/1) != 0) {
+    const std::string cause = libgit2_error();
+    fail(cause.find("No space left") != std::string::npos ? ExitCode::storage : ExitCode::output,
+         "cannot create git mirror {}: {}", path_.string(), cause);
+  }
+}
+
+Mirror::~Mirror() {
+  git_repository_free(repo_);
+  if (temporary_) {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+}
+
+void Mirror::update_for(const std::string& ref, RemoteAccess& access, std::chrono::seconds timeout) {
+  if (ref.size() == GIT_OID_HEXSZ && is_hex(ref)) {
+    git_oid oid;
+    git_object* object = nullptr;
+    if (git_oid_fromstr(&oid, ref.c_str()) == 0 &&
+        git_object_lookup(&object, repo_, &oid, GIT_OBJECT_ANY) == 0) {
+      git_object_free(object);
+      spdlog::info("commit {} is already in the git cache: no fetch", ref);
+      return;
+    }
+  }
+  std::vector<std::string> refspecs = {"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"};
+  const bool branch_or_tag = ref.rfind("refs/heads/", 0) == 0 || ref.rfind("refs/tags/", 0) == 0;
+  if (ref.rfind("refs/", 0) == 0 && !branch_or_tag) refspecs.push_back("+" + ref + ":" + ref);
+  retry_transient("fetching " + remote_.url, timeout, [&] { fetch(refspecs, access); });
+}
+
+void Mirror::fetch(const std::vector<std::string>& refspecs, RemoteAccess& access) {
+  access.reset_attempt();
+  if (remote_.transport == Transport::local && !fs::exists(remote_.local_path)) {
+    fail(ExitCode::source, "repository not found: {} (no such directory)", remote_.url);
+  }
+  git_remote* remote = nullptr;
+  if (git_remote_create_anonymous(&remote, repo_, remote_.url.c_str()) != 0) {
+    fail(ExitCode::source, "invalid git URL {}: {}", remote_.url, libgit2_error());
+  }
+  std::unique_ptr<git_remote, void (*)(git_remote*)> owned(remote, git_remote_free);
+  git_fetch_options options = GIT_FETCH_OPTIONS_INIT;
+  options.prune = GIT_FETCH_PRUNE;
+  options.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;  // the refspecs already name the tags
+  options.update_fetchhead = 0;
+  access.install(options.callbacks);
+  std::vector<char*> specs;
+  for (const auto& spec : refspecs) specs.push_back(const_cast<char*>(spec.c_str()));
+  const git_strarray spec_array{specs.data(), specs.size()};
+  const auto start = std::chrono::steady_clock::now();
+  if (const int status = git_remote_fetch(remote, &spec_array, &options, "trainpoint fetch"); status != 0) {
+    fetch_failed(status, remote_, access);
+  }
+  const git_indexer_progress* stats = git_remote_stats(remote);
+  spdlog::info("fetched {}: {} objects, {:.1f} MiB in {:.1f}s", remote_.url, stats->received_objects,
+               stats->received_bytes / 1048576.0,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  // Remember the remote's default branch, which an empty ref means.
+  git_buf head = GIT_BUF_INIT;
+  if (git_remote_default_branch(&head, remote) == 0) {
+    git_repository_set_head(repo_, head.ptr);
+    git_buf_dispose(&head);
+  }
+}
+
+std::string Mirror::resolve(const std::string& ref) const {
+  const std::vector<std::string> candidates =
+      ref.empty() ? std::vector<std::string>{"HEAD"}
+                  : std::vector<std::string>{"refs/heads/" + ref, "refs/tags/" + ref, ref};
+  for (const auto& candidate : candidates) {
+    git_object* object = nullptr;
+    const int status = git_revparse_single(&object, repo_, (candidate + "^{commit}").c_str());
+    if (status == 0) {
+      char sha[GIT_OID_HEXSZ + 1] = {};
+      git_oid_tostr(sha, sizeof sha, git_object_id(object));
+      git_object_free(object);
+      return sha;
+    }
+    if (status == GIT_EAMBIGUOUS) {
+      fail(ExitCode::source, "short SHA '{}' is ambiguous in {}: give more digits", ref, remote_.url);
+    }
+  }
+  if (ref.empty()) fail(ExitCode::source, "{} has no default branch (HEAD): give a ref", remote_.url);
+  fail(ExitCode::source,
+       "ref '{}' not found in {}: it is not a branch, tag, full ref name or commit SHA there ({})", ref,
+       remote_.url, libgit2_error());
+}
+
+}  // namespace tp::git

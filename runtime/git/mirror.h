@@ -1,0 +1,63 @@
+// Bare mirrors of remotes: the node-local cache keyed by URL (locked with flock, so several ranks or
+// a restarted pod share it safely), or a temporary mirror when no cache is configured.
+#pragma once
+
+#include <git2.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "git/auth.h"
+#include "git/remote_url.h"
+
+namespace tp::git {
+
+// An flock(2) lock on a file, held until destruction (the kernel also drops it if the process dies).
+class FileLock {
+ public:
+  explicit FileLock(const std::filesystem::path& path);  // waits for an exclusive lock
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  // Converts to a shared lock: readers may proceed together, a writer waits for all of them.
+  void share();
+
+ private:
+  int fd_;
+};
+
+class Mirror {
+ public:
+  // The cached mirror of `remote` under `cache_dir`, created if needed and locked exclusively; or,
+  // when `cache_dir` is empty, a new mirror at `temporary_path`, removed on destruction.
+  Mirror(const std::filesystem::path& cache_dir, const std::filesystem::path& temporary_path,
+         const RemoteUrl& remote);
+  ~Mirror();
+  Mirror(const Mirror&) = delete;
+  Mirror& operator=(const Mirror&) = delete;
+
+  // Fetches what `ref` needs (branches, tags and the remote HEAD; or the full ref it names),
+  // retrying transient failures within `timeout`. A full SHA already in the mirror needs no fetch.
+  void update_for(const std::string& ref, RemoteAccess& access, std::chrono::seconds timeout);
+  // The full SHA of the commit `ref` names. Throws ExitCode::source if there is none.
+  std::string resolve(const std::string& ref) const;
+  // Lets other processes read the mirror while this one clones from it.
+  void share() {
+    if (lock_) lock_->share();
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  void fetch(const std::vector<std::string>& refspecs, RemoteAccess& access);
+
+  RemoteUrl remote_;
+  std::filesystem::path path_;
+  bool temporary_;
+  std::unique_ptr<FileLock> lock_;
+  git_repository* repo_ = nullptr;
+};
+
+}  // namespace tp::git
