@@ -32,7 +32,7 @@ for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && brea
 
 export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_DEFAULT_REGION=us-east-1
 export AWS_ENDPOINT_URL="$endpoint"
-rclone_remote=(--s3-provider Other --s3-endpoint "$endpoint" --s3-access-key-id S3RVER
+rclone_remote=(--config /dev/null --s3-provider Other --s3-endpoint "$endpoint" --s3-access-key-id S3RVER
   --s3-secret-access-key S3RVER --s3-region us-east-1)
 
 echo "# generating and uploading the data" >&2
@@ -71,6 +71,7 @@ time_runs() {
     end=$(date +%s.%N)
     times+=("$(echo "$end - $start" | bc -l)")
   done
+  echo "  $name: ${times[*]}" >&2
   printf '%s\n' "${times[@]}" | sort -g | awk -v n="$runs" '{t[NR]=$1} END {print t[int((n+1)/2)]}'
 }
 
@@ -85,15 +86,15 @@ declare -A small large
 echo "# small objects" >&2
 small[trainpoint]=$(time_runs trainpoint "$trainpoint" cp --recursive s3://bench/small/ "$work/dest" --parallelism "$parallelism")
 small[awscli]=$(time_runs awscli aws s3 cp --recursive --quiet s3://bench/small/ "$work/dest")
-small[rclone]=$(time_runs rclone rclone copy "${rclone_remote[@]}" :s3:bench/small "$work/dest")
-small[rclone_t32]=$(time_runs rclone32 rclone copy "${rclone_remote[@]}" --transfers "$parallelism" :s3:bench/small "$work/dest")
+small[rclone]=$(time_runs rclone env -u AWS_CA_BUNDLE rclone copy "${rclone_remote[@]}" :s3:bench/small "$work/dest")
+small[rclone_t32]=$(time_runs rclone32 env -u AWS_CA_BUNDLE rclone copy "${rclone_remote[@]}" --transfers "$parallelism" :s3:bench/small "$work/dest")
 small[curl]=$(time_runs curl "${curl_signed[@]}" -Z --parallel-max "$parallelism" -K "$small_config")
 check_small
 
 echo "# large object" >&2
 large[trainpoint]=$(time_runs trainpoint "$trainpoint" cp s3://bench/large/blob.bin "$work/dest/blob.bin" --parallelism 8)
 large[awscli]=$(time_runs awscli aws s3 cp --quiet s3://bench/large/blob.bin "$work/dest/blob.bin")
-large[rclone]=$(time_runs rclone rclone copy "${rclone_remote[@]}" :s3:bench/large "$work/dest")
+large[rclone]=$(time_runs rclone env -u AWS_CA_BUNDLE rclone copy "${rclone_remote[@]}" :s3:bench/large "$work/dest")
 large[curl]=$(time_runs curl "${curl_signed[@]}" -o "$work/dest/blob.bin" "$endpoint/bench/large/blob.bin")
 cmp "$work/src/large/blob.bin" "$work/dest/blob.bin"
 

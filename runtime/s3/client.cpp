@@ -335,28 +335,36 @@ void Client::download(const std::string& bucket, const std::vector<DownloadItem>
     const DownloadItem* item;
     fs::path temporary;
     std::unique_ptr<FileDescriptor> fd;
-    std::atomic<std::size_t> ranges_left{0};
+    // The MD5 is computed over ranges in order as they land, by one thread at a time, so it overlaps
+    // the download instead of re-reading the whole file at the end.
+    std::mutex hash_mutex;
+    std::vector<char> range_done;
+    std::size_t next_range_to_hash = 0;
+    bool hashing = false;
+    Digest md5{Digest::Algorithm::md5};
   };
   struct Task {
     const DownloadItem* whole = nullptr;
     LargeObject* large = nullptr;
     std::uint64_t begin = 0;
     std::uint64_t end = 0;  // inclusive
+    std::size_t range_index = 0;
   };
   std::vector<std::unique_ptr<LargeObject>> large_objects;
   std::vector<Task> tasks;
   for (const DownloadItem& item : items) {
     if (item.object.size <= settings_.parallel_download_threshold) {
-      tasks.push_back({&item, nullptr, 0, 0});
+      tasks.push_back({&item, nullptr, 0, 0, 0});
       continue;
     }
     auto large = std::make_unique<LargeObject>();
     large->item = &item;
     large->temporary = temporary_sibling(item.target);
     for (std::uint64_t begin = 0; begin < item.object.size; begin += settings_.part_size) {
-      tasks.push_back(
-          {nullptr, large.get(), begin, std::min(item.object.size, begin + settings_.part_size) - 1});
-      ++large->ranges_left;
+      tasks.push_back({nullptr, large.get(), begin,
+                       std::min(item.object.size, begin + settings_.part_size) - 1,
+                       large->range_done.size()});
+      large->range_done.push_back(0);
     }
     large_objects.push_back(std::move(large));
   }
@@ -382,19 +390,35 @@ void Client::download(const std::string& bucket, const std::vector<DownloadItem>
         if (!large.fd) large.fd = std::make_unique<FileDescriptor>(open_for_writing(large.temporary));
       }
       download_range(handle, bucket, large.item->object, large.fd->get(), task.begin, task.end);
-      if (--large.ranges_left != 0) return;
-      // The last range in: verify the whole file, then put it in place.
       const DownloadItem& item = *large.item;
+      const bool verify_md5 = etag_is_md5(item.object.etag);
+      std::unique_lock<std::mutex> hash_lock(large.hash_mutex);
+      large.range_done[task.range_index] = 1;
+      if (large.hashing) return;  // the thread that is hashing will take this range too
+      large.hashing = true;
+      while (large.next_range_to_hash < large.range_done.size() &&
+             large.range_done[large.next_range_to_hash]) {
+        const std::uint64_t begin = large.next_range_to_hash * settings_.part_size;
+        hash_lock.unlock();
+        if (verify_md5) {
+          hash_file_range(large.temporary, large.fd->get(), begin,
+                          std::min(settings_.part_size, item.object.size - begin), {&large.md5});
+        }
+        hash_lock.lock();
+        ++large.next_range_to_hash;
+      }
+      large.hashing = false;
+      if (large.next_range_to_hash != large.range_done.size()) return;
+      hash_lock.unlock();
+      // Every range is in and hashed: verify the whole file, then put it in place.
       struct stat status {};
       if (::fstat(large.fd->get(), &status) != 0 ||
           static_cast<std::uint64_t>(status.st_size) != item.object.size) {
         fail(ExitCode::network, "{}: downloaded file has the wrong size",
              describe("GET", bucket, item.object.key));
       }
-      if (etag_is_md5(item.object.etag)) {
-        Digest md5(Digest::Algorithm::md5);
-        hash_file_range(large.temporary, large.fd->get(), 0, item.object.size, {&md5});
-        const std::string actual = hex(md5.finish());
+      if (verify_md5) {
+        const std::string actual = hex(large.md5.finish());
         if (actual != item.object.etag) {
           fail(ExitCode::network, "{}: MD5 {} of the downloaded ranges does not match ETag {}",
                describe("GET", bucket, item.object.key), actual, item.object.etag);
@@ -410,7 +434,7 @@ void Client::download(const std::string& bucket, const std::vector<DownloadItem>
   } catch (...) {
     for (const auto& large : large_objects) {
       std::error_code ignored;
-      if (large->ranges_left != 0) fs::remove(large->temporary, ignored);
+      fs::remove(large->temporary, ignored);  // renamed ones are no longer there
     }
     throw;
   }

@@ -1,0 +1,79 @@
+// Streaming: training starts before staging ends. Objects are fetched ahead of the reader, in the order it
+// will read them (the sampler's order), into a directory of bounded size; objects already read and not held
+// by a reader are evicted least recently used first to make room.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "s3/client.h"
+
+namespace tp::s3 {
+
+class PrefetchCache {
+ public:
+  struct Options {
+    std::uint64_t capacity_bytes = 8ull << 30;
+    std::size_t lookahead = 256;  // objects fetched ahead of the reader, at most
+  };
+
+  // `objects[i]` is stored at `directory / relative_paths[i]`. The client must outlive the cache.
+  PrefetchCache(Client& client, std::string bucket, std::vector<ObjectInfo> objects,
+                std::vector<std::filesystem::path> relative_paths, std::filesystem::path directory,
+                Options options);
+  ~PrefetchCache();
+  PrefetchCache(const PrefetchCache&) = delete;
+  PrefetchCache& operator=(const PrefetchCache&) = delete;
+
+  // The order of the coming reads (indices into the objects), e.g. this rank's sampler order for an epoch.
+  void set_order(std::vector<std::size_t> order);
+  // Blocks until object `index` is on disk and returns its path, held until release(index). Rethrows the
+  // fetch's tp::Error if it failed.
+  std::filesystem::path acquire(std::size_t index);
+  void release(std::size_t index);
+  // Bytes of objects on disk now.
+  std::uint64_t bytes_on_disk() const;
+
+ private:
+  enum class State { remote, fetching, local };
+  struct Entry {
+    State state = State::remote;
+    int holders = 0;
+    bool read = false;           // read at least once: may be evicted when not held
+    std::uint64_t last_use = 0;  // for least-recently-used eviction
+  };
+
+  void fetch_loop();
+  // Evicts read, unheld objects (least recently used first) until `bytes` more fit; false if they cannot.
+  bool make_room(std::uint64_t bytes);
+
+  Client& client_;
+  std::string bucket_;
+  std::vector<ObjectInfo> objects_;
+  std::vector<std::filesystem::path> relative_paths_;
+  std::filesystem::path directory_;
+  Options options_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<Entry> entries_;
+  std::vector<std::size_t> order_;
+  std::vector<std::size_t> position_in_order_;
+  std::size_t cursor_ = 0;                          // position in order_ of the next read
+  std::vector<std::size_t> urgent_;                 // wanted now but not scheduled ahead
+  std::map<std::uint64_t, std::size_t> evictable_;  // last use -> object: local, read and not held
+  std::uint64_t bytes_on_disk_ = 0;
+  std::uint64_t clock_ = 0;
+  std::exception_ptr error_;
+  bool stopping_ = false;
+  std::thread fetcher_;
+};
+
+}  // namespace tp::s3
