@@ -72,6 +72,7 @@ Options parse(int argc, char** argv) {
   options.help_text = parser.help();
   if (argc < 2) return options;
   options.command = command_named(argv[1]);
+  options.arguments.assign(argv + 1, argv + argc);
 
   cxxopts::ParseResult parsed;
   try {

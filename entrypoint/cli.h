@@ -21,6 +21,7 @@ struct Options {
   log::Format log_format = log::Format::text;
   std::string log_level = "info";
   std::string help_text;
+  std::vector<std::string> arguments;  // argv without the program name, to start workers with
 };
 
 // Throws tp::Error (ExitCode::usage) with a message naming the bad option.

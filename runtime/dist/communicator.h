@@ -4,10 +4,20 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace tp::dist {
+
+// A collective in flight.
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  // Blocks until done. Throws tp::Error (ExitCode::peer_lost) naming lost ranks on failure.
+  virtual void wait() = 0;
+};
 
 class Communicator {
  public:
@@ -16,6 +26,8 @@ class Communicator {
   virtual int world_size() const = 0;
   // Sums each tensor element-wise over all ranks, in place.
   virtual void all_reduce_sum(std::vector<at::Tensor>& tensors) = 0;
+  // Starts summing `tensor` over all ranks in place; the tensor must outlive the wait.
+  virtual std::unique_ptr<PendingCollective> all_reduce_sum_async(at::Tensor& tensor) = 0;
   // Copies `root`'s tensors into every other rank's, in place.
   virtual void broadcast(std::vector<at::Tensor>& tensors, int root) = 0;
   virtual void barrier() = 0;
@@ -23,5 +35,20 @@ class Communicator {
 
 // World size 1: every collective is the identity.
 std::unique_ptr<Communicator> single_process();
+
+struct ProcessGroupOptions {
+  std::string backend = "gloo";  // gloo | nccl
+  int rank = 0;
+  int world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::chrono::seconds timeout{600};  // rendezvous and each collective
+  int device_index = 0;               // nccl: the CUDA device of this rank
+};
+
+// Rendezvous through a c10d TCPStore at the master (rank 0 serves it), retried with backoff until
+// the timeout while the master's name does not resolve or its port does not listen, then a
+// c10d process group. Throws tp::Error (ExitCode::peer_lost) when the rendezvous times out.
+std::unique_ptr<Communicator> connect(const ProcessGroupOptions& options);
 
 }  // namespace tp::dist

@@ -157,6 +157,11 @@ std::vector<Setting> declare_all() {
           .doc("Worker processes on each node: \"auto\" (one per GPU, 1 on CPU) or a number."),
       Declare("dist.timeout_s", &Spec::dist, &DistSpec::timeout_s).fallback(600).range(1, 86400)
           .doc("Seconds a collective or the rendezvous may wait before the job fails in the retryable class."),
+      Declare("dist.bucket_mb", &Spec::dist, &DistSpec::bucket_mb).fallback(25).range(1, 1024)
+          .doc("Size of the gradient buckets whose all-reduce overlaps backward (the first bucket is 1 MiB so "
+               "communication starts early)."),
+      Declare("dist.allow_unused_parameters", &Spec::dist, &DistSpec::allow_unused_parameters).fallback(false)
+          .doc("Count parameters that get no gradient in a step as zero. Off: such a step fails and names them."),
       // [checkpoint]
       Declare("checkpoint.every_epochs", &Spec::checkpoint, &CheckpointSpec::every_epochs).fallback(1).range(0, 100000)
           .doc("Write a checkpoint every N epochs (0: only the final model)."),

@@ -56,6 +56,8 @@ struct DistSpec {
   std::string backend;          // auto | gloo | nccl
   std::int64_t nproc_per_node;  // 0 means "auto"
   std::int64_t timeout_s;
+  std::int64_t bucket_mb;
+  bool allow_unused_parameters;
 };
 
 struct CheckpointSpec {

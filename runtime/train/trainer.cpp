@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "data/loader.h"
 #include "data/sampler.h"
+#include "dist/gradient_sync.h"
 #include "train/checkpoint.h"
 #include "train/schedule.h"
 
@@ -44,22 +45,6 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
 torch::Tensor loss_of(const torch::Tensor& output, const torch::Tensor& target, bool classification) {
   if (classification) return torch::nn::functional::cross_entropy(output, target);
   return torch::mse_loss(output.reshape({-1}), target.to(torch::kFloat));
-}
-
-// Averages gradients over ranks with one all-reduce of a flattened copy.
-void average_gradients(const std::vector<torch::Tensor>& parameters, dist::Communicator& communicator) {
-  if (communicator.world_size() == 1) return;
-  std::vector<torch::Tensor> grads;
-  for (const auto& parameter : parameters) grads.push_back(parameter.grad().reshape({-1}));
-  std::vector<torch::Tensor> flat{torch::cat(grads)};
-  communicator.all_reduce_sum(flat);
-  flat[0].div_(communicator.world_size());
-  std::int64_t offset = 0;
-  for (const auto& parameter : parameters) {
-    const std::int64_t n = parameter.numel();
-    parameter.grad().copy_(flat[0].slice(0, offset, offset + n).view_as(parameter));
-    offset += n;
-  }
 }
 
 struct Totals {
@@ -163,13 +148,13 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
   }
 
   std::vector<torch::Tensor> parameters;
-  for (const auto& parameter : model.parameters()) {
-    parameter.set_requires_grad(true);
-    parameters.push_back(parameter);
+  std::vector<std::string> names;
+  for (const auto& parameter : model.named_parameters()) {
+    parameter.value.set_requires_grad(true);
+    parameters.push_back(parameter.value);
+    names.push_back(parameter.name);
   }
   if (parameters.empty()) fail(ExitCode::model, "the model has no parameters to train");
-  // Every rank starts from rank 0's weights.
-  communicator.broadcast(parameters, 0);
   auto optimizer = make_optimizer(spec.train, parameters);
   model.train();
 
@@ -179,6 +164,35 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
       position = *resumed;
       spdlog::info("resumed from checkpoint after epoch {} (step {})", position.epochs_done, position.step);
     }
+  }
+  // Every rank reads the checkpoints (the output directory is shared by the ranks of a node, or
+  // staged from object storage); all must have resumed from the same place.
+  if (communicator.world_size() > 1) {
+    std::vector<torch::Tensor> agreed{torch::tensor({position.epochs_done, position.step}, torch::kLong)};
+    communicator.broadcast(agreed, 0);
+    const TrainingPosition rank0{agreed[0][0].item<std::int64_t>(), agreed[0][1].item<std::int64_t>()};
+    if (rank0.epochs_done != position.epochs_done || rank0.step != position.step) {
+      fail(ExitCode::output,
+           "rank {} resumed after epoch {} but rank 0 after epoch {}: the ranks do not see the same checkpoints in {}",
+           communicator.rank(), position.epochs_done, rank0.epochs_done, checkpoints.string());
+    }
+  }
+
+  // Every rank starts from rank 0's weights and buffers (after rank 0 resumed). Buffers such as
+  // BatchNorm's running statistics are not averaged afterwards: each rank keeps its own, and the
+  // saved model has rank 0's, as PyTorch's DDP does with broadcast_buffers at the start.
+  {
+    torch::NoGradGuard no_grad;
+    communicator.broadcast(parameters, 0);
+    std::vector<torch::Tensor> buffers;
+    for (const auto& buffer : model.buffers()) buffers.push_back(buffer);
+    if (!buffers.empty()) communicator.broadcast(buffers, 0);
+  }
+  std::optional<dist::GradientSynchronizer> synchronizer;
+  if (communicator.world_size() > 1) {
+    synchronizer.emplace(parameters, names, communicator,
+                         dist::BucketOptions{1 << 20, static_cast<std::size_t>(spec.dist.bucket_mb) << 20,
+                                             spec.dist.allow_unused_parameters});
   }
 
   data::DistributedSampler sampler({data.train->size(), communicator.rank(), communicator.world_size(), true, false,
@@ -216,7 +230,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
                epoch + 1, position.step, lr);
         }
         loss.backward();
-        average_gradients(parameters, communicator);
+        if (synchronizer) synchronizer->finish();
         optimizer->step();
         ++position.step;
         const double n = static_cast<double>(batch->targets.size(0));

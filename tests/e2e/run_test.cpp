@@ -24,7 +24,7 @@ output = "out"
 [data]
 source = "data"
 format = "image_folder"
-image_size = 16
+image_size = 24
 valid = 0.25
 workers = 2
 
@@ -33,7 +33,7 @@ arch = "small_cnn"
 
 [train]
 epochs = %EPOCHS%
-batch_size = 32
+batch_size = 16
 lr = 3e-3
 )";
 
@@ -56,16 +56,16 @@ std::vector<nlohmann::json> read_lines(const fs::path& file) {
   return lines;
 }
 
-// A repository whose first commit asks for 4 epochs of job "first" and second for 1 epoch of "second".
+// A repository whose first commit asks for 6 epochs of job "first" and second for 1 epoch of "second".
 class EndToEnd : public ::testing::Test {
  protected:
   void SetUp() override {
     repo_ = dir_ / "repo";
     run_checked(std::string(TP_MAKE_DATASET_BIN) + " images --out " + shell_quote((repo_ / "data").string()) +
-                " --classes 2 --per-class 60 --size 16 --format mixed --seed 4");
+                " --classes 2 --per-class 150 --size 24 --format mixed --seed 4");
     const std::string git = "git -C " + shell_quote(repo_.string()) + " -c user.name=t -c user.email=t@example.invalid ";
     run_checked("git init -q -b main " + shell_quote(repo_.string()));
-    testing::write_text(repo_ / "train.toml", spec_text("first", 4));
+    testing::write_text(repo_ / "train.toml", spec_text("first", 6));
     run_checked(git + "add -A && " + git + "commit -q -m first");
     first_ = trim(run_checked(git + "rev-parse HEAD"));
     testing::write_text(repo_ / "train.toml", spec_text("second", 1));
@@ -96,7 +96,7 @@ TEST_F(EndToEnd, TrainsFromTheFirstCommitWithItsSpecAndTheLossFalls) {
   EXPECT_EQ(record["source"]["commit"], first_);
   EXPECT_EQ(record["job"], "first");
   const auto metrics = read_lines(dir_ / "out/metrics.jsonl");
-  ASSERT_EQ(metrics.size(), 4u) << "the first commit's spec asks for 4 epochs";
+  ASSERT_EQ(metrics.size(), 6u) << "the first commit's spec asks for 6 epochs";
   EXPECT_LT(metrics.back()["train_loss"].get<double>(), 0.5 * metrics.front()["train_loss"].get<double>());
   EXPECT_GT(metrics.back()["accuracy"].get<double>(), 0.85);
   EXPECT_TRUE(fs::exists(dir_ / "out/model.pt"));

@@ -72,6 +72,7 @@ TEST(Model, SmallCnnRejectsTables) {
 TEST(Model, SavedBuiltinLoadsAsTorchScriptAndTorchScriptLoadsFromTheRepository) {
   testing::TempDir dir;
   auto net = create(arch("small_cnn"), image_schema(), ".", 3);
+  std::filesystem::create_directories(dir / "models");
   net.save((dir / "models/net.pt").string());
   spec::ModelSpec from_file;
   from_file.torchscript = "models/net.pt";

@@ -1,0 +1,108 @@
+#include "dist/launcher.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <thread>
+
+#include "common/error.h"
+#include "common/log.h"
+
+namespace tp::dist {
+namespace {
+
+volatile std::sig_atomic_t received_signal = 0;
+
+void remember_signal(int signal_number) { received_signal = signal_number; }
+
+int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+pid_t start_worker(const WorkerLaunch& launch, int local_rank) {
+  std::vector<std::string> argv{"trainpoint"};
+  argv.insert(argv.end(), launch.arguments.begin(), launch.arguments.end());
+  auto environment = worker_environment(launch.topology, local_rank);
+  environment.insert(launch.environment.begin(), launch.environment.end());
+
+  const pid_t pid = ::fork();
+  if (pid < 0) fail(ExitCode::internal, "cannot start worker {}: fork failed: {}", local_rank, std::strerror(errno));
+  if (pid == 0) {
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGINT, SIG_DFL);
+    for (const auto& [name, value] : environment) ::setenv(name.c_str(), value.c_str(), 1);
+    std::vector<char*> raw;
+    for (auto& argument : argv) raw.push_back(argument.data());
+    raw.push_back(nullptr);
+    ::execv("/proc/self/exe", raw.data());
+    std::fprintf(stderr, "cannot start worker %d: exec failed: %s\n", local_rank, std::strerror(errno));
+    std::_Exit(static_cast<int>(ExitCode::internal));
+  }
+  return pid;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> worker_environment(const Topology& topology, int local_rank) {
+  return {{"RANK", std::to_string(topology.node_rank * topology.nproc_per_node + local_rank)},
+          {"LOCAL_RANK", std::to_string(local_rank)},
+          {"WORLD_SIZE", std::to_string(topology.world_size())},
+          {"LOCAL_WORLD_SIZE", std::to_string(topology.nproc_per_node)},
+          {"MASTER_ADDR", topology.master_addr},
+          {"MASTER_PORT", std::to_string(topology.master_port)}};
+}
+
+int run_workers(const WorkerLaunch& launch) {
+  struct sigaction action {};
+  action.sa_handler = remember_signal;
+  ::sigaction(SIGTERM, &action, nullptr);
+  ::sigaction(SIGINT, &action, nullptr);
+
+  std::map<pid_t, int> running;  // pid -> local rank
+  for (int local_rank = 0; local_rank < launch.topology.nproc_per_node; ++local_rank) {
+    running[start_worker(launch, local_rank)] = local_rank;
+  }
+  spdlog::info("started {} workers (ranks {}-{} of {})", running.size(),
+               launch.topology.node_rank * launch.topology.nproc_per_node,
+               (launch.topology.node_rank + 1) * launch.topology.nproc_per_node - 1, launch.topology.world_size());
+
+  int result = 0;
+  bool stopping = false;
+  std::chrono::steady_clock::time_point kill_at;
+  auto stop_all = [&](int signal_number) {
+    for (const auto& [pid, local_rank] : running) ::kill(pid, signal_number);
+  };
+  while (!running.empty()) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid > 0 && running.count(pid) > 0) {
+      const int local_rank = running[pid];
+      running.erase(pid);
+      const int code = exit_code_of(status);
+      if (code != 0 && result == 0) {
+        result = code;
+        spdlog::error("worker {} exited with code {}: stopping the other workers", local_rank, code);
+      }
+      if (code != 0 && !stopping) {
+        stopping = true;
+        kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(launch.stop_grace_seconds);
+        stop_all(SIGTERM);
+      }
+      continue;
+    }
+    if (received_signal != 0 && !stopping) {
+      spdlog::warn("received signal {}: asking the workers to save a checkpoint and stop", int(received_signal));
+      stopping = true;
+      kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(launch.stop_grace_seconds);
+      stop_all(SIGTERM);
+    }
+    if (stopping && std::chrono::steady_clock::now() > kill_at) stop_all(SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (result == 0 && received_signal != 0) result = static_cast<int>(ExitCode::interrupted);
+  return result;
+}
+
+}  // namespace tp::dist

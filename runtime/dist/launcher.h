@@ -1,0 +1,29 @@
+// The local launcher: one worker process per GPU (or as dist.nproc_per_node says), each this same
+// binary with torchrun's variables, so the node clones and stages once and the workers train.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dist/topology.h"
+
+namespace tp::dist {
+
+struct WorkerLaunch {
+  std::vector<std::string> arguments;  // argv of each worker, without argv[0]: this binary is re-executed
+  Topology topology;
+  std::map<std::string, std::string> environment;  // added to each worker's environment
+  int stop_grace_seconds = 30;  // after SIGTERM, how long workers get to save a checkpoint before SIGKILL
+};
+
+// Runs the workers until all exit. SIGTERM and SIGINT are forwarded to them. When one fails, the
+// others are stopped, and its exit code is returned (so the pod exits in the failed worker's
+// class); 0 when all succeed.
+int run_workers(const WorkerLaunch& launch);
+
+// The environment variables a worker gets: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT, as torchrun sets them.
+std::map<std::string, std::string> worker_environment(const Topology& topology, int local_rank);
+
+}  // namespace tp::dist

@@ -1,0 +1,179 @@
+// Real processes on loopback with Gloo: trainpoint's gradient engine against a single process,
+// lost ranks, and the local launcher.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/background_process.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace tp {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_command;
+using testing::shell_quote;
+
+std::vector<double> read_numbers(const fs::path& file) {
+  std::vector<double> numbers;
+  std::ifstream in(file);
+  for (double value; in >> value;) numbers.push_back(value);
+  return numbers;
+}
+
+std::string torchrun_env(int rank, int world, int port) {
+  return "RANK=" + std::to_string(rank) + " LOCAL_RANK=" + std::to_string(rank) + " WORLD_SIZE=" +
+         std::to_string(world) + " LOCAL_WORLD_SIZE=" + std::to_string(world) +
+         " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ";
+}
+
+TEST(Distributed, TwoRanksEqualOneRankWithTheGlobalBatchAndEndIdentical) {
+  testing::TempDir dir;
+  const std::string worker = std::string(TP_DIST_WORKER_BIN) + " equivalence --global-batch 32 --steps 6 --bucket-kb 4";
+  const auto single = run_command(worker + " --out " + (dir / "single.txt").string());
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const int port = testing::free_port();
+  const auto pair = run_command("(" + torchrun_env(0, 2, port) + worker + " --out " + (dir / "rank0.txt").string() +
+                                " & " + torchrun_env(1, 2, port) + worker + " --out " + (dir / "rank1.txt").string() +
+                                " & wait %1 && wait %2)");
+  ASSERT_EQ(pair.exit_code, 0) << pair.output;
+
+  const auto reference = read_numbers(dir / "single.txt");
+  const auto rank0 = read_numbers(dir / "rank0.txt");
+  const auto rank1 = read_numbers(dir / "rank1.txt");
+  ASSERT_EQ(reference.size(), 16u * 64 + 64 + 64 * 64 + 64 + 64 * 4 + 4);
+  ASSERT_EQ(rank0.size(), reference.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < reference.size(); ++i) worst = std::max(worst, std::abs(rank0[i] - reference[i]));
+  EXPECT_LT(worst, 1e-5) << "2 ranks x 16 must train like 1 rank x 32";
+  std::ifstream a(dir / "rank0.txt"), b(dir / "rank1.txt");
+  const std::string text0((std::istreambuf_iterator<char>(a)), {}), text1((std::istreambuf_iterator<char>(b)), {});
+  EXPECT_EQ(text0, text1) << "parameters must be bit-identical on all ranks";
+}
+
+TEST(Distributed, FirstBucketAllReduceStartsBeforeBackwardEnds) {
+  testing::TempDir dir;
+  const std::string worker = std::string(TP_DIST_WORKER_BIN) + " equivalence --global-batch 32 --steps 2 --bucket-kb 4";
+  const int port = testing::free_port();
+  const auto pair = run_command("(" + torchrun_env(0, 2, port) + worker + " --out " + (dir / "r0.txt").string() +
+                                " & " + torchrun_env(1, 2, port) + worker + " --out " + (dir / "r1.txt").string() +
+                                " & wait %1 && wait %2)");
+  ASSERT_EQ(pair.exit_code, 0) << pair.output;
+  std::ifstream timing(dir / "r0.txt.timing");
+  std::string label;
+  long buckets = 0, lead_us = 0;
+  timing >> label >> buckets >> label >> lead_us;
+  EXPECT_GT(buckets, 2) << "4 KiB buckets split the 22 KiB of gradients";
+  EXPECT_GT(lead_us, 0) << "the first bucket was launched from a hook, before backward returned";
+  std::printf("first bucket launched %ld us before backward returned (%ld buckets)\n", lead_us, buckets);
+}
+
+// Starts two hanging ranks, kills one with SIGKILL, and returns the survivor's result.
+testing::CommandResult kill_one_rank(int victim) {
+  testing::TempDir dir;
+  const int port = testing::free_port();
+  const std::string worker = std::string(TP_DIST_WORKER_BIN) + " hang --timeout 8";
+  const int survivor = 1 - victim;
+  const std::string script =
+      torchrun_env(0, 2, port) + worker + " > " + (dir / "r0.log").string() + " 2>&1 & pid0=$!\n" +
+      torchrun_env(1, 2, port) + worker + " > " + (dir / "r1.log").string() + " 2>&1 & pid1=$!\n" +
+      "for i in $(seq 200); do grep -q step " + (dir / "r0.log").string() + " && grep -q step " +
+      (dir / "r1.log").string() + " && break; sleep 0.1; done\n" + "start=$(date +%s%N)\n" + "kill -9 $pid" +
+      std::to_string(victim) + "\n" + "wait $pid" + std::to_string(survivor) + "; code=$?\n" +
+      "echo \"survivor exit $code after $(( ($(date +%s%N) - start) / 1000000 )) ms\"\n" + "cat " +
+      (dir / ("r" + std::to_string(survivor) + ".log")).string() + " | grep -v '^step'\n" + "exit $code\n";
+  testing::write_text(dir / "kill.sh", script);
+  return run_command("timeout 120 bash " + (dir / "kill.sh").string());
+}
+
+TEST(Distributed, KilledRankIsNamedAndTheSurvivorExitsRetryable) {
+  const auto result = kill_one_rank(1);
+  std::printf("%s", result.output.c_str());
+  EXPECT_EQ(result.exit_code, 202) << result.output;
+  EXPECT_NE(result.output.find("rank 0: all-reduce failed: lost rank 1"), std::string::npos) << result.output;
+}
+
+TEST(Distributed, KilledMasterIsNamed) {
+  const auto result = kill_one_rank(0);
+  std::printf("%s", result.output.c_str());
+  EXPECT_EQ(result.exit_code, 202) << result.output;
+  EXPECT_NE(result.output.find("lost rank 0"), std::string::npos) << result.output;
+}
+
+// The local launcher: `trainpoint run` with dist.nproc_per_node = 2 on one node.
+class Launcher : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto made = run_command(std::string(TP_MAKE_DATASET_BIN) + " images --out " + (dir_ / "data").string() +
+                                  " --classes 2 --per-class 80 --size 16 --format png --seed 2");
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+    testing::write_text(dir_ / "train.toml", R"([job]
+output = "out"
+[data]
+source = "data"
+image_size = 16
+workers = 1
+[model]
+arch = "small_cnn"
+[train]
+epochs = %EPOCHS%
+batch_size = 16
+lr = 3e-3
+[dist]
+nproc_per_node = 2
+timeout_s = 20
+)");
+  }
+  std::string command(int epochs) {
+    std::ifstream in(dir_ / "train.toml");
+    std::string spec((std::istreambuf_iterator<char>(in)), {});
+    spec.replace(spec.find("%EPOCHS%"), 8, std::to_string(epochs));
+    testing::write_text(dir_ / "train.toml", spec);
+    return "env MASTER_PORT=" + std::to_string(testing::free_port()) + " " + testing::trainpoint_binary() +
+           " run --spec " + (dir_ / "train.toml").string() + " --workdir " + dir_.path().string();
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(Launcher, TwoWorkersTrainAndRank0WritesTheOutputs) {
+  const auto result = run_command("timeout 300 " + command(3));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("started 2 workers"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("[rank 1]"), std::string::npos) << result.output;
+  std::ifstream record_file(dir_ / "out/run.json");
+  const auto record = nlohmann::json::parse(record_file);
+  EXPECT_EQ(record["world_size"], 2);
+  EXPECT_GT(record["final"]["accuracy"].get<double>(), 0.8) << result.output;
+}
+
+TEST_F(Launcher, SigtermStopsTheWorkersAndExits143) {
+  const std::string script = command(50) + " > " + (dir_ / "log").string() + " 2>&1 & pid=$!\n" +
+                             "for i in $(seq 600); do grep -q 'epoch 1' " + (dir_ / "log").string() +
+                             " && break; sleep 0.1; done\n" + "kill -TERM $pid; wait $pid; code=$?; cat " +
+                             (dir_ / "log").string() + "; exit $code\n";
+  testing::write_text(dir_ / "term.sh", script);
+  const auto result = run_command("timeout 120 bash " + (dir_ / "term.sh").string());
+  EXPECT_EQ(result.exit_code, 143) << result.output;
+  EXPECT_NE(result.output.find("asking the workers to save a checkpoint and stop"), std::string::npos) << result.output;
+  EXPECT_FALSE(fs::exists(dir_ / "out/model.pt"));
+}
+
+TEST_F(Launcher, AKilledWorkerStopsTheOtherAndThePodExitsRetryable) {
+  const std::string script = command(50) + " > " + (dir_ / "log").string() + " 2>&1 & pid=$!\n" +
+                             "for i in $(seq 600); do grep -q 'epoch 1' " + (dir_ / "log").string() +
+                             " && break; sleep 0.1; done\n" +
+                             "kill -9 $(pgrep -P $pid | tail -n 1); wait $pid; code=$?; cat " +
+                             (dir_ / "log").string() + "; exit $code\n";
+  testing::write_text(dir_ / "kill.sh", script);
+  const auto result = run_command("timeout 120 bash " + (dir_ / "kill.sh").string());
+  EXPECT_GE(result.exit_code, 128) << result.output;
+  EXPECT_LT(result.exit_code, 256) << result.output;
+  EXPECT_NE(result.output.find("stopping the other workers"), std::string::npos) << result.output;
+  EXPECT_FALSE(fs::exists(dir_ / "out/model.pt"));
+}
+
+}  // namespace
+}  // namespace tp
