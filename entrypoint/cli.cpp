@@ -64,6 +64,23 @@ Options parse(int argc, char** argv) {
        cxxopts::value<std::vector<std::string>>())
       ("workdir", "directory for checkouts, caches and relative outputs (env TRAINPOINT_WORKDIR)",
        cxxopts::value<std::string>())
+      ("expect-sha", "fail unless --ref resolves to this commit (env TRAINPOINT_EXPECT_SHA)",
+       cxxopts::value<std::string>())
+      ("git-cache", "node-local directory of git mirrors, shared by runs and ranks (env TRAINPOINT_GIT_CACHE)",
+       cxxopts::value<std::string>())
+      ("git-token-file", "file holding an HTTPS token or password (env TRAINPOINT_GIT_TOKEN_FILE); "
+       "or put the token itself in env TRAINPOINT_GIT_TOKEN", cxxopts::value<std::string>())
+      ("git-user", "HTTPS user name for the token (env TRAINPOINT_GIT_USER)", cxxopts::value<std::string>())
+      ("ca-bundle", "PEM file of extra trusted CAs for HTTPS (env TRAINPOINT_CA_BUNDLE)", cxxopts::value<std::string>())
+      ("ssh-key", "SSH private key file (env TRAINPOINT_SSH_KEY)", cxxopts::value<std::string>())
+      ("known-hosts", "known_hosts file for SSH host-key checks (env TRAINPOINT_KNOWN_HOSTS)",
+       cxxopts::value<std::string>())
+      ("accept-unknown-host", "accept an SSH host missing from known_hosts, with a warning "
+       "(env TRAINPOINT_ACCEPT_UNKNOWN_HOST=1)")
+      ("no-submodules", "do not check out submodules (env TRAINPOINT_NO_SUBMODULES=1)")
+      ("no-lfs", "leave Git LFS pointers as they are (env TRAINPOINT_NO_LFS=1)")
+      ("git-timeout", "seconds transient network failures are retried (env TRAINPOINT_GIT_TIMEOUT)",
+       cxxopts::value<std::string>())
       ("log-format", "text or json (env TRAINPOINT_LOG_FORMAT)", cxxopts::value<std::string>())
       ("log-level", "trace, debug, info, warn or error (env TRAINPOINT_LOG_LEVEL)", cxxopts::value<std::string>())
       ("h,help", "show this help");
@@ -96,6 +113,30 @@ Options parse(int argc, char** argv) {
   options.overrides = split_overrides(from_env("TRAINPOINT_SET"));
   if (parsed.count("set")) {
     for (const auto& item : parsed["set"].as<std::vector<std::string>>()) options.overrides.push_back(item);
+  }
+
+  auto flag = [&](const char* name, const char* env) {
+    const std::string value = from_env(env);
+    return parsed.count(name) > 0 || value == "1" || value == "true";
+  };
+  git::CheckoutRequest& git = options.git;
+  git.expect_sha = option("expect-sha", "TRAINPOINT_EXPECT_SHA");
+  git.cache_dir = option("git-cache", "TRAINPOINT_GIT_CACHE");
+  git.token_file = option("git-token-file", "TRAINPOINT_GIT_TOKEN_FILE");
+  git.username = option("git-user", "TRAINPOINT_GIT_USER");
+  git.ca_bundle = option("ca-bundle", "TRAINPOINT_CA_BUNDLE");
+  git.ssh_key = option("ssh-key", "TRAINPOINT_SSH_KEY");
+  git.known_hosts = option("known-hosts", "TRAINPOINT_KNOWN_HOSTS");
+  git.accept_unknown_host = flag("accept-unknown-host", "TRAINPOINT_ACCEPT_UNKNOWN_HOST");
+  git.submodules = !flag("no-submodules", "TRAINPOINT_NO_SUBMODULES");
+  git.lfs = !flag("no-lfs", "TRAINPOINT_NO_LFS");
+  if (const std::string timeout = option("git-timeout", "TRAINPOINT_GIT_TIMEOUT"); !timeout.empty()) {
+    char* end = nullptr;
+    const long seconds = std::strtol(timeout.c_str(), &end, 10);
+    if (end == timeout.c_str() || *end != '\0' || seconds < 1) {
+      fail(ExitCode::usage, "--git-timeout: '{}' is not a number of seconds", timeout);
+    }
+    git.network_timeout = std::chrono::seconds(seconds);
   }
 
   const std::string format = option("log-format", "TRAINPOINT_LOG_FORMAT");

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "git/checkout.h"
 
 namespace tp::cli {
 
@@ -18,6 +19,8 @@ struct Options {
   std::string spec;   // path of the spec inside the repository, or on local disk
   std::vector<std::string> overrides;  // --set key=value
   std::string workdir;
+  // Clone settings (auth, cache, checks); url, ref and workdir are filled in from the fields above.
+  git::CheckoutRequest git;
   log::Format log_format = log::Format::text;
   std::string log_level = "info";
   std::string help_text;

@@ -45,8 +45,11 @@ SpecSource locate_spec(const cli::Options& options) {
     return {file, file.parent_path(), ""};
   }
   spdlog::info("fetching {} at {}", options.repo, options.ref.empty() ? "HEAD" : options.ref);
-  const git::Checkout checkout = git::checkout({options.repo, options.ref, fs::absolute(options.workdir)});
-  spdlog::info("checked out commit {} at {}", checkout.commit, checkout.path.string());
+  git::CheckoutRequest request = options.git;
+  request.url = options.repo;
+  request.ref = options.ref;
+  request.workdir = fs::absolute(options.workdir);
+  const git::Checkout checkout = git::checkout(request);
   return {checkout.path / options.spec, checkout.path, checkout.commit};
 }
 
@@ -113,7 +116,7 @@ int run(const cli::Options& options) {
 
   const train::RunOrigin origin{options.repo, options.ref, source.commit, options.spec, spec::describe(loaded)};
   const train::FitResult result = train::fit(model, data, spec, *communicator, output_dir, origin);
-  spdlog::info("done: train_loss {:.4f}, valid_loss {:.4f}, accuracy {:.4f}; outputs in {}", result.last.train_loss,
+  if (rank == 0) spdlog::info("done: train_loss {:.4f}, valid_loss {:.4f}, accuracy {:.4f}; outputs in {}", result.last.train_loss,
                result.last.valid_loss, result.last.valid_accuracy, output_dir.string());
   return 0;
 }

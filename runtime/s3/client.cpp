@@ -145,8 +145,7 @@ Client::Target Client::locate(const std::string& bucket, const std::string& key,
   Target target;
   const std::string scheme = connection_.endpoint.substr(0, connection_.endpoint.find("://") + 3);
   const std::string endpoint_host = host_of(connection_.endpoint);
-  // A bucket name with dots cannot be a virtual host under a wildcard certificate: use path-style for it.
-  if (connection_.path_style || bucket.find('.') != std::string::npos) {
+  if (connection_.path_style) {
     target.host = endpoint_host;
     target.path = "/" + bucket + (key.empty() ? "/" : "/" + key);
   } else {

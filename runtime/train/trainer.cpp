@@ -202,7 +202,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
       static_cast<std::int64_t>((sampler.samples_per_rank() + batch_size - 1) / batch_size);
   const ScheduleOptions schedule{spec.train.schedule, spec.train.lr, spec.train.warmup,
                                  steps_per_epoch * spec.train.epochs};
-  spdlog::info("training {} samples ({} per rank, {} steps per epoch), validating on {}; world size {}",
+  if (writer) spdlog::info("training {} samples ({} per rank, {} steps per epoch), validating on {}; world size {}",
                data.train->size(), sampler.samples_per_rank(), steps_per_epoch, data.valid ? data.valid->size() : 0,
                communicator.world_size());
 
@@ -214,7 +214,9 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
     const auto epoch_started = Clock::now();
     data::Loader loader(data.train, sampler.indices(epoch), epoch,
                         {spec.train.batch_size, static_cast<int>(spec.data.workers)});
-    log::Progress progress(fmt::format("epoch {}/{}", epoch + 1, spec.train.epochs), loader.num_batches(), "batches");
+    // Rank 0 speaks for the job; the other ranks log only warnings and errors.
+    std::optional<log::Progress> progress;
+    if (writer) progress.emplace(fmt::format("epoch {}/{}", epoch + 1, spec.train.epochs), loader.num_batches(), "batches");
     Totals train_totals;
     double lr = spec.train.lr;
     try {
@@ -236,13 +238,15 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
         const double n = static_cast<double>(batch->targets.size(0));
         train_totals.loss_sum += loss_value * n;
         train_totals.count += n;
-        progress.set_note(fmt::format("loss {:.4f}", train_totals.loss_sum / train_totals.count));
-        progress.advance();
+        if (progress) {
+          progress->set_note(fmt::format("loss {:.4f}", train_totals.loss_sum / train_totals.count));
+          progress->advance();
+        }
       }
     } catch (const c10::Error& error) {
       fail(ExitCode::training, "epoch {}: {}", epoch + 1, error.what_without_backtrace());
     }
-    progress.finish();
+    if (progress) progress->finish();
     position.epochs_done = epoch + 1;
 
     const Totals train = all_ranks(train_totals, communicator);
@@ -258,7 +262,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
       if (data.schema.classification) m.valid_accuracy = valid.correct / valid.count;
     }
     m.seconds = std::chrono::duration<double>(Clock::now() - epoch_started).count();
-    spdlog::info("epoch {}/{}: train_loss {:.4f} valid_loss {:.4f} accuracy {:.4f} lr {:.3g} ({:.1f}s)", m.epoch,
+    if (writer) spdlog::info("epoch {}/{}: train_loss {:.4f} valid_loss {:.4f} accuracy {:.4f} lr {:.3g} ({:.1f}s)", m.epoch,
                  spec.train.epochs, m.train_loss, m.valid_loss, m.valid_accuracy, m.lr, m.seconds);
     if (writer) {
       metrics->write(m);
