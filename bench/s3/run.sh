@@ -53,55 +53,67 @@ warm_config="$work/warm.curl"
 for i in $(seq 0 $((small_count - 1))); do
   printf 'url = "%s/bench/small/img%05d.bin"\noutput = "/dev/null"\n' "$endpoint" "$i"
 done >"$warm_config"
-curl_signed=(curl -sS --fail --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER -H "x-amz-content-sha256: UNSIGNED-PAYLOAD")
+curl_signed=(curl -sS --fail --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER -H x-amz-content-sha256:UNSIGNED-PAYLOAD)
 "${curl_signed[@]}" -Z --parallel-max "$parallelism" -K "$warm_config" >"$work/warm.log" 2>&1
 
-# time_runs NAME COMMAND...: runs COMMAND $runs times into a fresh $dest, prints the median seconds.
-time_runs() {
-  local name=$1
-  shift
-  local times=()
-  for _ in $(seq "$runs"); do
-    rm -rf "$work/dest"
-    mkdir -p "$work/dest"
-    sync
-    local start end
-    start=$(date +%s.%N)
-    "$@" >"$work/last.log" 2>&1 || { echo "$name failed:" >&2; tail -5 "$work/last.log" >&2; exit 1; }
-    end=$(date +%s.%N)
-    times+=("$(echo "$end - $start" | bc -l)")
-  done
-  echo "  $name: ${times[*]}" >&2
-  printf '%s\n' "${times[@]}" | sort -g | awk -v n="$runs" '{t[NR]=$1} END {print t[int((n+1)/2)]}'
+# time_once COMMAND...: runs COMMAND into a fresh $work/dest and prints the seconds it took.
+time_once() {
+  rm -rf "$work/dest"
+  mkdir -p "$work/dest"
+  sync
+  local start end
+  start=$(date +%s.%N)
+  "$@" >"$work/last.log" 2>&1 || { echo "failed: $*" >&2; tail -5 "$work/last.log" >&2; exit 1; }
+  end=$(date +%s.%N)
+  echo "$end - $start" | bc -l
 }
-
-check_small() { [ "$(find "$work/dest" -type f -name 'img*.bin' | wc -l)" -eq "$small_count" ]; }
+median() { printf '%s\n' "$@" | sort -g | awk '{t[NR]=$1} END {print t[int((NR+1)/2)]}'; }
 
 small_config="$work/small.curl"
 for i in $(seq 0 $((small_count - 1))); do
   printf 'url = "%s/bench/small/img%05d.bin"\noutput = "%s/dest/img%05d.bin"\n' "$endpoint" "$i" "$work" "$i"
 done >"$small_config"
 
-declare -A small large
-echo "# small objects" >&2
-small[trainpoint]=$(time_runs trainpoint "$trainpoint" cp --recursive s3://bench/small/ "$work/dest" --parallelism "$parallelism")
-small[awscli]=$(time_runs awscli aws s3 cp --recursive --quiet s3://bench/small/ "$work/dest")
-small[rclone]=$(time_runs rclone env -u AWS_CA_BUNDLE rclone copy "${rclone_remote[@]}" :s3:bench/small "$work/dest")
-small[rclone_t32]=$(time_runs rclone32 env -u AWS_CA_BUNDLE rclone copy "${rclone_remote[@]}" --transfers "$parallelism" :s3:bench/small "$work/dest")
-small[curl]=$(time_runs curl "${curl_signed[@]}" -Z --parallel-max "$parallelism" -K "$small_config")
-check_small
+declare -A small_cmd large_cmd small large
+small_cmd[trainpoint]="$trainpoint cp --recursive s3://bench/small/ $work/dest --parallelism $parallelism"
+small_cmd[awscli]="aws s3 cp --recursive --quiet s3://bench/small/ $work/dest"
+small_cmd[rclone]="env -u AWS_CA_BUNDLE rclone copy ${rclone_remote[*]} :s3:bench/small $work/dest"
+small_cmd[rclone_t32]="env -u AWS_CA_BUNDLE rclone copy ${rclone_remote[*]} --transfers $parallelism :s3:bench/small $work/dest"
+small_cmd[curl]="${curl_signed[*]} -Z --parallel-max $parallelism -K $small_config"
+large_cmd[trainpoint]="$trainpoint cp s3://bench/large/blob.bin $work/dest/blob.bin --parallelism 8"
+large_cmd[awscli]="aws s3 cp --quiet s3://bench/large/blob.bin $work/dest/blob.bin"
+large_cmd[rclone]="env -u AWS_CA_BUNDLE rclone copy ${rclone_remote[*]} :s3:bench/large $work/dest"
+large_cmd[curl]="${curl_signed[*]} -o $work/dest/blob.bin $endpoint/bench/large/blob.bin"
+tools=(trainpoint awscli rclone rclone_t32 curl)
 
-echo "# large object" >&2
-large[trainpoint]=$(time_runs trainpoint "$trainpoint" cp s3://bench/large/blob.bin "$work/dest/blob.bin" --parallelism 8)
-large[awscli]=$(time_runs awscli aws s3 cp --quiet s3://bench/large/blob.bin "$work/dest/blob.bin")
-large[rclone]=$(time_runs rclone env -u AWS_CA_BUNDLE rclone copy "${rclone_remote[@]}" :s3:bench/large "$work/dest")
-large[curl]=$(time_runs curl "${curl_signed[@]}" -o "$work/dest/blob.bin" "$endpoint/bench/large/blob.bin")
-cmp "$work/src/large/blob.bin" "$work/dest/blob.bin"
+# Runs alternate between tools, so that a drifting server or a busy machine affects every tool alike.
+declare -A small_times large_times
+for run in $(seq "$runs"); do
+  echo "# run $run" >&2
+  for tool in "${tools[@]}"; do
+    # shellcheck disable=SC2086 # the commands are word lists without spaces in their words
+    small_times[$tool]+=" $(time_once ${small_cmd[$tool]})"
+    [ "$tool" = trainpoint ] && [ "$(find "$work/dest" -type f -name 'img*.bin' | wc -l)" -ne "$small_count" ] &&
+      { echo "trainpoint did not stage every object" >&2; exit 1; }
+    if [ -n "${large_cmd[$tool]:-}" ]; then
+      # shellcheck disable=SC2086
+      large_times[$tool]+=" $(time_once ${large_cmd[$tool]})"
+      cmp "$work/src/large/blob.bin" "$work/dest/blob.bin"
+    fi
+    echo "  $tool: small${small_times[$tool]} large${large_times[$tool]:-}" >&2
+  done
+done
+for tool in "${tools[@]}"; do
+  # shellcheck disable=SC2086
+  small[$tool]=$(median ${small_times[$tool]})
+  # shellcheck disable=SC2086
+  [ -n "${large_times[$tool]:-}" ] && large[$tool]=$(median ${large_times[$tool]})
+done
 
 mib=1024
 echo "| tool | ${small_count} x ${small_kib} KiB: s | objects/s | 1 GiB: s | MB/s |"
 echo "|---|---|---|---|---|"
-for tool in trainpoint awscli rclone rclone_t32 curl; do
+for tool in "${tools[@]}"; do
   s=${small[$tool]}
   l=${large[$tool]:-}
   printf '| %s | %.2f | %.0f | %s | %s |\n' "$tool" "$s" "$(echo "$small_count / $s" | bc -l)" \

@@ -145,7 +145,8 @@ Client::Target Client::locate(const std::string& bucket, const std::string& key,
   Target target;
   const std::string scheme = connection_.endpoint.substr(0, connection_.endpoint.find("://") + 3);
   const std::string endpoint_host = host_of(connection_.endpoint);
-  if (connection_.path_style) {
+  // A bucket name with dots cannot be a virtual host under a wildcard certificate: use path-style for it.
+  if (connection_.path_style || bucket.find('.') != std::string::npos) {
     target.host = endpoint_host;
     target.path = "/" + bucket + (key.empty() ? "/" : "/" + key);
   } else {
@@ -495,6 +496,10 @@ void Client::download_whole(HttpHandle& handle, const std::string& bucket, const
         fail(write_failure_class(write_error), "{}: cannot write {}: {}", what, temporary.string(),
              std::strerror(write_error));
       }
+      if (response.curl_code == CURLE_OK && response.status == 404) {
+        // Listed a moment ago: deleted since. A restarted job lists again, so this is worth a retry.
+        fail(ExitCode::network, "{}: the object was deleted after it was listed (HTTP 404)", what);
+      }
       if (auto cause = check(response, what, {200, 206})) return cause;
       if (progress.written != object.size) {
         const std::string cause =
@@ -567,6 +572,10 @@ void Client::download_range(HttpHandle& handle, const std::string& bucket, const
       fail(write_failure_class(write_error), "{}: cannot write: {}", what, std::strerror(write_error));
     }
     if (whole_object_sent) fail(ExitCode::network, "{}: the server ignored the Range header", what);
+    if (response.curl_code == CURLE_OK && response.status == 404) {
+      // Listed a moment ago: deleted since. A restarted job lists again, so this is worth a retry.
+      fail(ExitCode::network, "{}: the object was deleted after it was listed (HTTP 404)", what);
+    }
     if (auto cause = check(response, what, {206})) return cause;
     if (position != end + 1) return fmt::format("body cut short at byte {}", position);
     return std::nullopt;

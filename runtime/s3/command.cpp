@@ -171,17 +171,21 @@ int sync_command(const Arguments& arguments) {
   std::map<std::string, ObjectInfo> remote;
   for (auto& object : client.list(url.bucket, prefix).objects) remote[object.key] = object;
   std::vector<UploadItem> items;
+  std::size_t unchanged = 0;
   for (const auto& entry : fs::recursive_directory_iterator(source)) {
     if (!entry.is_regular_file()) continue;
     const std::string key = prefix + fs::relative(entry.path(), source).generic_string();
     const auto found = remote.find(key);
     const bool same = found != remote.end() && found->second.size == entry.file_size() &&
                       (!etag_is_md5(found->second.etag) || found->second.etag == file_md5_hex(entry.path()));
-    if (!same) items.push_back({entry.path(), key});
+    if (same) {
+      ++unchanged;
+    } else {
+      items.push_back({entry.path(), key});
+    }
   }
   client.upload(url.bucket, items);
-  std::printf("uploaded %zu files, %zu unchanged\n", items.size(),
-              remote.size() >= items.size() ? remote.size() - items.size() : 0);
+  std::printf("uploaded %zu files, %zu unchanged\n", items.size(), unchanged);
   return 0;
 }
 

@@ -149,6 +149,38 @@ TEST_F(ClientTest, MemoryStaysBoundedOnALargeTransfer) {
   EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 48 * 1024) << "KiB of peak RSS growth";
 }
 
+TEST_F(ClientTest, RejectedCredentialsAreAPermanentUsageErrorWithoutTheSecret) {
+  s3::Connection connection = testing::test_connection(server_.endpoint());
+  connection.credentials = {"NOT-A-KEY", "the-secret-value", "", "test file"};
+  try {
+    Client(connection, testing::fast_retries()).list(S3Server::kBucket, "");
+    FAIL() << "an unknown access key was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::usage);
+    const std::string message = error.what();
+    EXPECT_NE(message.find("HTTP 403"), std::string::npos) << message;
+    EXPECT_NE(message.find("test file"), std::string::npos) << message;  // where the keys came from
+    EXPECT_EQ(message.find("the-secret-value"), std::string::npos) << message;
+  }
+}
+
+TEST_F(ClientTest, RangesOfALargeObjectResumeAfterFaults) {
+  auto settings = testing::fast_retries();
+  settings.part_size = 5 << 20;
+  settings.parallel_download_threshold = 6 << 20;
+  const std::string content = random_bytes((11 << 20) + 7, 9);
+  Client direct(testing::test_connection(server_.endpoint()), settings);
+  const ObjectInfo stored = put(direct, scratch_, "big/faulty.bin", content);
+  FaultProxy proxy(server_.port(), R"([{"method": "GET", "fault": "reset", "times": 2},
+                                       {"method": "GET", "fault": "truncate", "times": 1},
+                                       {"method": "GET", "fault": "503", "times": 1}])");
+  Client client(testing::test_connection(proxy.endpoint()), settings);
+  client.download(S3Server::kBucket, {{stored, scratch_ / "faulty.bin"}});
+  EXPECT_TRUE(read_all(scratch_ / "faulty.bin") == content);
+  const std::string log = proxy.requests();
+  EXPECT_GE(std::count(log.begin(), log.end(), '\n'), 3 + 4) << log;  // 3 ranges + 4 faults
+}
+
 TEST(TlsTest, VerifiesCertificatesAndAcceptsACustomCa) {
   S3Server server(/*tls=*/true);
   s3::Connection connection = testing::test_connection(server.endpoint());
