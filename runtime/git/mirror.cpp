@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -40,6 +41,33 @@ std::string mirror_name(const RemoteUrl& remote) {
   }
   return name.substr(0, 80) + "-" + hash + ".git";
 }
+
+// libgit2 writes to sockets without MSG_NOSIGNAL, so a server closing the connection would kill
+// the process with SIGPIPE. This blocks SIGPIPE on the calling thread for the duration of a fetch
+// (the write then fails with EPIPE, which is reported) and discards one that arrived meanwhile.
+class SigpipeBlocked {
+ public:
+  SigpipeBlocked() {
+    sigemptyset(&sigpipe_);
+    sigaddset(&sigpipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &sigpipe_, &previous_);
+  }
+  ~SigpipeBlocked() {
+    sigset_t pending;
+    sigpending(&pending);
+    if (sigismember(&pending, SIGPIPE) && !sigismember(&previous_, SIGPIPE)) {
+      const timespec no_wait{0, 0};
+      sigtimedwait(&sigpipe_, nullptr, &no_wait);
+    }
+    pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
+  }
+  SigpipeBlocked(const SigpipeBlocked&) = delete;
+  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+ private:
+  sigset_t sigpipe_;
+  sigset_t previous_;
+};
 
 // Turns a failed libgit2 remote operation into a tp::Error with its own message and exit class.
 [[noreturn]] void fetch_failed(int status, const RemoteUrl& remote, const RemoteAccess& access) {
@@ -134,21 +162,36 @@ Mirror::~Mirror() {
   }
 }
 
+bool Mirror::has_commit(const std::string& sha) const {
+  git_oid oid;
+  git_object* object = nullptr;
+  if (git_oid_fromstr(&oid, sha.c_str()) != 0 ||
+      git_object_lookup(&object, repo_, &oid, GIT_OBJECT_COMMIT) != 0) {
+    return false;
+  }
+  git_object_free(object);
+  return true;
+}
+
 void Mirror::update_for(const std::string& ref, RemoteAccess& access, std::chrono::seconds timeout) {
-  if (ref.size() == GIT_OID_HEXSZ && is_hex(ref)) {
-    git_oid oid;
-    git_object* object = nullptr;
-    if (git_oid_fromstr(&oid, ref.c_str()) == 0 &&
-        git_object_lookup(&object, repo_, &oid, GIT_OBJECT_ANY) == 0) {
-      git_object_free(object);
-      spdlog::info("commit {} is already in the git cache: no fetch", ref);
-      return;
-    }
+  const bool full_sha = ref.size() == GIT_OID_HEXSZ && is_hex(ref);
+  if (full_sha && has_commit(ref)) {
+    spdlog::info("commit {} is already in the git cache: no fetch", ref);
+    return;
   }
   std::vector<std::string> refspecs = {"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"};
   const bool branch_or_tag = ref.rfind("refs/heads/", 0) == 0 || ref.rfind("refs/tags/", 0) == 0;
   if (ref.rfind("refs/", 0) == 0 && !branch_or_tag) refspecs.push_back("+" + ref + ":" + ref);
   retry_transient("fetching " + remote_.url, timeout, [&] { fetch(refspecs, access); });
+  if (full_sha && !has_commit(ref)) {
+    // A commit on no branch or tag (a pull request's head, a force-pushed one): ask for it by
+    // SHA, which servers that allow unadvertised wants (GitHub, GitLab) serve.
+    try {
+      fetch({"+" + ref + ":refs/trainpoint/commits/" + ref}, access);
+    } catch (const Error& error) {
+      spdlog::debug("{} does not serve commit {} by SHA: {}", remote_.url, ref, error.what());
+    }
+  }
 }
 
 void Mirror::fetch(const std::vector<std::string>& refspecs, RemoteAccess& access) {
@@ -170,9 +213,12 @@ void Mirror::fetch(const std::vector<std::string>& refspecs, RemoteAccess& acces
   for (const auto& spec : refspecs) specs.push_back(const_cast<char*>(spec.c_str()));
   const git_strarray spec_array{specs.data(), specs.size()};
   const auto start = std::chrono::steady_clock::now();
-  if (const int status = git_remote_fetch(remote, &spec_array, &options, "trainpoint fetch"); status != 0) {
-    fetch_failed(status, remote_, access);
+  int status = 0;
+  {
+    SigpipeBlocked sigpipe_blocked;
+    status = git_remote_fetch(remote, &spec_array, &options, "trainpoint fetch");
   }
+  if (status != 0) fetch_failed(status, remote_, access);
   const git_indexer_progress* stats = git_remote_stats(remote);
   spdlog::info("fetched {}: {} objects, {:.1f} MiB in {:.1f}s", remote_.url, stats->received_objects,
                stats->received_bytes / 1048576.0,

@@ -40,7 +40,8 @@ class Mirror {
   Mirror& operator=(const Mirror&) = delete;
 
   // Fetches what `ref` needs (branches, tags and the remote HEAD; or the full ref it names),
-  // retrying transient failures within `timeout`. A full SHA already in the mirror needs no fetch.
+  // retrying transient failures within `timeout`. A full SHA already in the mirror needs no fetch;
+  // one that no branch or tag reaches is then asked for by SHA.
   void update_for(const std::string& ref, RemoteAccess& access, std::chrono::seconds timeout);
   // The full SHA of the commit `ref` names. Throws ExitCode::source if there is none.
   std::string resolve(const std::string& ref) const;
@@ -52,6 +53,7 @@ class Mirror {
 
  private:
   void fetch(const std::vector<std::string>& refspecs, RemoteAccess& access);
+  bool has_commit(const std::string& sha) const;
 
   RemoteUrl remote_;
   std::filesystem::path path_;

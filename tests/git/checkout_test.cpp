@@ -175,6 +175,7 @@ TEST_F(GitCheckoutTest, ExpectShaMismatchFails) {
   EXPECT_TRUE(checkout_entries().empty());
 }
 
+// The server hangs up on the request by SHA: this also checks that SIGPIPE does not kill the process.
 TEST_F(GitCheckoutTest, MissingShaFails) {
   const Failure failure =
       expect_failure(request(servers_.git_url("main.git"), "0123456789abcdef0123456789abcdef01234567"));
@@ -183,6 +184,13 @@ TEST_F(GitCheckoutTest, MissingShaFails) {
             std::string::npos)
       << failure.message;
   EXPECT_TRUE(checkout_entries().empty());
+}
+
+TEST_F(GitCheckoutTest, ShaOnNoBranchIsFetchedBySha) {
+  // C4 is reachable only from refs/pull/12/head, which a branch-and-tag fetch does not bring.
+  const Checkout checkout = git::checkout(request(servers_.git_url("main.git"), servers_.value("C4")));
+  EXPECT_EQ(checkout.commit, servers_.value("C4"));
+  EXPECT_EQ(read(checkout.path / "a.txt"), "pull\n");
 }
 
 TEST_F(GitCheckoutTest, MissingBranchFails) {

@@ -32,6 +32,8 @@ c4=$(git rev-parse HEAD)
 quiet git checkout main
 quiet git clone --bare "$src" "$repos/main.git"
 git -C "$repos/main.git" update-ref refs/pull/12/head "$c4"
+# As GitHub does: a commit reachable from any ref (refs/pull/* included) may be fetched by SHA.
+git -C "$repos/main.git" config uploadpack.allowReachableSHA1InWant true
 touch "$repos/main.git/git-daemon-export-ok"
 
 # big: one 3 MiB incompressible file, for the full-disk and dropped-connection tests.
