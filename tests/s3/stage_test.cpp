@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "common/error.h"
 #include "s3/stage.h"
@@ -121,6 +122,18 @@ TEST_F(StageTest, ShardsAreDisjointCoverAllAndNodesShareOneTransfer) {
   const StagedData second_staged = stage(second);
   EXPECT_EQ(first_staged.downloaded, first_staged.objects.size() + second_staged.objects.size());
   EXPECT_EQ(second_staged.downloaded, 0u);
+}
+
+// Two ranks of one node staging at once into one destination: one transfer, the other finds it all cached.
+TEST_F(StageTest, ConcurrentRanksOnANodeShareOneTransfer) {
+  StagedData staged[2];
+  std::thread other([&] { staged[1] = stage(request(scratch_ / "shared")); });
+  staged[0] = stage(request(scratch_ / "shared"));
+  other.join();
+  EXPECT_EQ(staged[0].downloaded + staged[1].downloaded, 30u);
+  EXPECT_EQ(std::min(staged[0].downloaded, staged[1].downloaded), 0u);
+  EXPECT_EQ(staged[0].objects.size(), 30u);
+  EXPECT_EQ(staged[1].objects.size(), 30u);
 }
 
 TEST_F(StageTest, MissingPrefixIsADataError) {
