@@ -421,8 +421,16 @@ void Client::download(const std::string& bucket, const std::vector<DownloadItem>
       if (verify_md5) {
         const std::string actual = hex(large.md5.finish());
         if (actual != item.object.etag) {
-          fail(ExitCode::network, "{}: MD5 {} of the downloaded ranges does not match ETag {}",
-               describe("GET", bucket, item.object.key), actual, item.object.etag);
+          // A range was corrupted in transit and no range can be checked alone: fetch the object again
+          // in one piece, with its own retries and MD5 check.
+          spdlog::warn("s3: {}: MD5 {} of the downloaded ranges does not match ETag {}; fetching it whole",
+                       describe("GET", bucket, item.object.key), actual, item.object.etag);
+          large.fd.reset();
+          std::error_code ignored;
+          fs::remove(large.temporary, ignored);
+          download_whole(handle, bucket, item);
+          report(item);
+          return;
         }
       }
       large.fd.reset();

@@ -181,6 +181,22 @@ TEST_F(ClientTest, RangesOfALargeObjectResumeAfterFaults) {
   EXPECT_GE(std::count(log.begin(), log.end(), '\n'), 3 + 4) << log;  // 3 ranges + 4 faults
 }
 
+TEST_F(ClientTest, CorruptedRangeMakesTheObjectComeAgainWhole) {
+  auto settings = testing::fast_retries();
+  settings.part_size = 5 << 20;
+  settings.parallel_download_threshold = 6 << 20;
+  const std::string content = random_bytes((11 << 20) + 3, 4);
+  Client direct(testing::test_connection(server_.endpoint()), settings);
+  const ObjectInfo stored = put(direct, scratch_, "big/corrupt.bin", content);
+  ASSERT_TRUE(etag_is_md5(stored.etag));
+  FaultProxy proxy(server_.port(), R"([{"method": "GET", "fault": "corrupt", "times": 1}])");
+  Client client(testing::test_connection(proxy.endpoint()), settings);
+  client.download(S3Server::kBucket, {{stored, scratch_ / "corrupt.bin"}});
+  EXPECT_TRUE(read_all(scratch_ / "corrupt.bin") == content);
+  EXPECT_NE(proxy.requests().find("GET /test-bucket/big/corrupt.bin - -"), std::string::npos)
+      << proxy.requests();
+}
+
 TEST(TlsTest, VerifiesCertificatesAndAcceptsACustomCa) {
   S3Server server(/*tls=*/true);
   s3::Connection connection = testing::test_connection(server.endpoint());
