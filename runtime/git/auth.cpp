@@ -143,6 +143,7 @@ RemoteAccess::RemoteAccess(const CheckoutRequest& request, const RemoteUrl& main
 void RemoteAccess::install(git_remote_callbacks& callbacks) {
   callbacks.credentials = &RemoteAccess::on_credentials;
   callbacks.certificate_check = &RemoteAccess::on_certificate;
+  callbacks.transfer_progress = &RemoteAccess::on_transfer;
   callbacks.payload = this;
 }
 
@@ -174,6 +175,12 @@ int RemoteAccess::on_credentials(git_credential** out, const char* url, const ch
 
 int RemoteAccess::on_certificate(git_cert* cert, int valid, const char* host, void* payload) {
   return static_cast<RemoteAccess*>(payload)->certificate(cert, valid, host);
+}
+
+int RemoteAccess::on_transfer(const git_indexer_progress* stats, void* payload) {
+  auto& access = *static_cast<RemoteAccess*>(payload);
+  if (access.progress_) access.progress_(*stats);
+  return 0;
 }
 
 int RemoteAccess::refuse(Refusal refusal, std::string detail, int code) {

@@ -6,6 +6,7 @@
 #include <git2.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,11 @@ class RemoteAccess {
   // this operation talks to (the same, or a submodule's).
   RemoteAccess(const CheckoutRequest& request, const RemoteUrl& main_remote, const RemoteUrl& remote);
 
-  // Installs the credential and certificate callbacks, with this object as their payload.
+  // Installs the credential, certificate and transfer-progress callbacks, with this object as
+  // their payload (libgit2 gives all callbacks one payload).
   void install(git_remote_callbacks& callbacks);
+  // Called with the transfer's counts while objects are received.
+  void on_progress(std::function<void(const git_indexer_progress&)> report) { progress_ = std::move(report); }
   // Clears what the callbacks recorded, before another attempt.
   void reset_attempt();
 
@@ -59,6 +63,7 @@ class RemoteAccess {
   static int on_credentials(git_credential** out, const char* url, const char* username_from_url,
                             unsigned int allowed_types, void* payload);
   static int on_certificate(git_cert* cert, int valid, const char* host, void* payload);
+  static int on_transfer(const git_indexer_progress* stats, void* payload);
   int credentials(git_credential** out, const char* url, const char* username_from_url, unsigned int allowed);
   int certificate(git_cert* cert, int valid, const char* host);
   int refuse(Refusal refusal, std::string detail, int code);
@@ -72,6 +77,7 @@ class RemoteAccess {
   std::filesystem::path known_hosts_;
   bool accept_unknown_host_ = false;
   int ssh_port_ = 22;
+  std::function<void(const git_indexer_progress&)> progress_;
   std::vector<std::string> requests_;  // URLs credentials were asked for in this attempt
   Refusal refusal_ = Refusal::none;
   std::string refusal_detail_;

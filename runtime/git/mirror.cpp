@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "git/libgit2.h"
 #include "git/retry.h"
 
@@ -212,17 +213,29 @@ void Mirror::fetch(const std::vector<std::string>& refspecs, RemoteAccess& acces
   std::vector<char*> specs;
   for (const auto& spec : refspecs) specs.push_back(const_cast<char*>(spec.c_str()));
   const git_strarray spec_array{specs.data(), specs.size()};
-  const auto start = std::chrono::steady_clock::now();
+  // A progress line for the objects received (every few seconds in Kubernetes logs).
+  std::unique_ptr<log::Progress> progress;
+  unsigned int reported = 0;
+  access.on_progress([&](const git_indexer_progress& stats) {
+    if (stats.total_objects == 0) return;
+    if (!progress)
+      progress = std::make_unique<log::Progress>("fetching " + remote_.url, stats.total_objects, "objects");
+    progress->set_note(fmt::format("{:.1f} MiB", stats.received_bytes / 1048576.0));
+    progress->advance(stats.received_objects - reported);
+    reported = stats.received_objects;
+  });
   int status = 0;
   {
     SigpipeBlocked sigpipe_blocked;
     status = git_remote_fetch(remote, &spec_array, &options, "trainpoint fetch");
   }
+  access.on_progress(nullptr);
   if (status != 0) fetch_failed(status, remote_, access);
-  const git_indexer_progress* stats = git_remote_stats(remote);
-  spdlog::info("fetched {}: {} objects, {:.1f} MiB in {:.1f}s", remote_.url, stats->received_objects,
-               stats->received_bytes / 1048576.0,
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  if (progress) {
+    progress->finish();
+  } else {
+    spdlog::info("{} has nothing new", remote_.url);
+  }
   // Remember the remote's default branch, which an empty ref means.
   git_buf head = GIT_BUF_INIT;
   if (git_remote_default_branch(&head, remote) == 0) {
