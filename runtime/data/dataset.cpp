@@ -54,6 +54,16 @@ Example SubsetDataset::get(std::size_t index, std::int64_t epoch) const {
   return base_->get(indices_.at(index), epoch);
 }
 
+at::Tensor Dataset::get_into(std::size_t index, std::int64_t epoch, at::Tensor& input) const {
+  Example example = get(index, epoch);
+  input.copy_(example.input);
+  return example.target;
+}
+
+at::Tensor SubsetDataset::get_into(std::size_t index, std::int64_t epoch, at::Tensor& input) const {
+  return base_->get_into(indices_.at(index), epoch, input);
+}
+
 std::string SubsetDataset::describe(std::size_t index) const {
   return base_->describe(indices_.at(index));
 }

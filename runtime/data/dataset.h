@@ -57,6 +57,9 @@ class Dataset {
   // Thread-safe. `epoch` seeds random augmentation, so a sample's transform depends only on
   // (seed, epoch, index). Throws tp::Error (ExitCode::data) naming the sample on failure.
   virtual Example get(std::size_t index, std::int64_t epoch) const = 0;
+  // Like get(), but writes the input into `input` (contiguous, shaped like one sample: a slot of a batch) and
+  // returns the target, so that batches are filled without an intermediate copy. The default copies get().
+  virtual at::Tensor get_into(std::size_t index, std::int64_t epoch, at::Tensor& input) const;
   // A human-readable name of a sample (its file), for messages.
   virtual std::string describe(std::size_t index) const { return "sample " + std::to_string(index); }
 };
@@ -79,6 +82,7 @@ class SubsetDataset final : public Dataset {
   SubsetDataset(std::shared_ptr<const Dataset> base, std::vector<std::size_t> indices);
   std::size_t size() const override { return indices_.size(); }
   Example get(std::size_t index, std::int64_t epoch) const override;
+  at::Tensor get_into(std::size_t index, std::int64_t epoch, at::Tensor& input) const override;
   std::string describe(std::size_t index) const override;
 
  private:
@@ -91,6 +95,9 @@ struct Datasets {
   std::shared_ptr<const Dataset> valid;  // may be empty (size 0) when data.valid = 0
   Schema schema;
   std::shared_ptr<BadFiles> bad_files;  // never null
+  // The data is this rank's own share (sharded staging), not the whole dataset: the sampler must
+  // not split it across ranks again.
+  bool rank_share = false;
 };
 
 // Opens the data a spec names. Relative paths are resolved from `root` (the repository checkout).

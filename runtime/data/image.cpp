@@ -2,9 +2,14 @@
 
 #include <png.h>
 #include <turbojpeg.h>
+// jpeglib.h needs FILE and size_t declared first.
+#include <jpeglib.h>
+#include <csetjmp>
+#include <cstdio>
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -114,7 +119,86 @@ Image decode_jpeg(std::string_view bytes, const std::string& name, int channels,
   return image;
 }
 
+// libjpeg reports errors through a callback that must not return: jump back to decode_jpeg_region.
+struct JpegErrors {
+  jpeg_error_mgr manager;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+[[noreturn]] void on_jpeg_error(j_common_ptr info) {
+  auto* errors = reinterpret_cast<JpegErrors*>(info->err);
+  (*info->err->format_message)(info, errors->message);
+  std::longjmp(errors->jump, 1);
+}
+
+// Warnings (for example a truncated file, whose missing rows libjpeg fills) still give a complete image.
+void on_jpeg_warning(j_common_ptr /*info*/, int /*level*/) {}
+
+// No object with a destructor is created between setjmp and the libjpeg calls, so longjmp is safe; `result`
+// lives in the caller's frame.
+void decode_jpeg_region(std::string_view bytes, const std::string& name, int channels, const Box& region,
+                        int out_size, DecodedRegion& result) {
+  jpeg_decompress_struct info;
+  JpegErrors errors;
+  info.err = jpeg_std_error(&errors.manager);
+  errors.manager.error_exit = on_jpeg_error;
+  errors.manager.emit_message = on_jpeg_warning;
+  if (setjmp(errors.jump)) {
+    jpeg_destroy_decompress(&info);
+    fail(ExitCode::data, "{}: corrupted JPEG: {}", name, errors.message);
+  }
+  jpeg_create_decompress(&info);
+  jpeg_mem_src(&info, jpeg_data(bytes), static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&info, TRUE);
+  info.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  // The smallest of 1/8, 1/4 and 1/2 keeping the region at least out_size pixels in both directions, else 1:
+  // libjpeg-turbo has SIMD inverse DCTs only for these; its other scales (3/8, 5/8, ...) are slower than 1.
+  const double needed = std::max(out_size / region.width, out_size / region.height);
+  info.scale_num = 8;
+  info.scale_denom = 8;
+  for (unsigned num : {1u, 2u, 4u}) {
+    if (num / 8.0 >= needed) {
+      info.scale_num = num;
+      break;
+    }
+  }
+  jpeg_start_decompress(&info);
+  const int width = static_cast<int>(info.output_width), height = static_cast<int>(info.output_height);
+  const double sx = static_cast<double>(width) / info.image_width;
+  const double sy = static_cast<double>(height) / info.image_height;
+  // The resampling filter reads up to its support (the shrink factor) plus a pixel beyond the region.
+  const int margin =
+      static_cast<int>(std::ceil(std::max(region.width * sx, region.height * sy) / out_size)) + 2;
+  const int x0 = std::max(0, static_cast<int>(std::floor(region.x * sx)) - margin);
+  const int x1 = std::min(width, static_cast<int>(std::ceil((region.x + region.width) * sx)) + margin);
+  const int y0 = std::max(0, static_cast<int>(std::floor(region.y * sy)) - margin);
+  const int y1 = std::min(height, static_cast<int>(std::ceil((region.y + region.height) * sy)) + margin);
+  JDIMENSION crop_x = static_cast<JDIMENSION>(x0), crop_width = static_cast<JDIMENSION>(x1 - x0);
+  jpeg_crop_scanline(&info, &crop_x, &crop_width);  // widens to iMCU boundaries
+  jpeg_skip_scanlines(&info, static_cast<JDIMENSION>(y0));
+  result.image.width = static_cast<int>(info.output_width);  // the cropped width
+  result.image.height = y1 - y0;
+  result.image.channels = channels;
+  result.image.pixels.resize(static_cast<std::size_t>(result.image.width) * result.image.height * channels);
+  for (int y = 0; y < result.image.height; ++y) {
+    JSAMPROW row = result.image.row(y);
+    jpeg_read_scanlines(&info, &row, 1);
+  }
+  jpeg_destroy_decompress(&info);  // rows below the region are never decoded
+  result.box = {region.x * sx - crop_x, region.y * sy - y0, region.width * sx, region.height * sy};
+}
+
 }  // namespace
+
+void decode_for_resample(std::string_view bytes, const std::string& name, int channels, const Box& region,
+                         int out_size, DecodedRegion& out) {
+  if (sniff_image(bytes) == ImageType::jpeg) {
+    decode_jpeg_region(bytes, name, channels, region, out_size, out);
+  } else {
+    out = {decode_image(bytes, name, channels), region};
+  }
+}
 
 ImageType sniff_image(std::string_view bytes) {
   if (bytes.substr(0, png_signature.size()) == png_signature) return ImageType::png;

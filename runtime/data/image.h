@@ -21,6 +21,11 @@ struct Image {
   }
 };
 
+// A region of an image in pixels (fractional edges allowed).
+struct Box {
+  double x = 0, y = 0, width = 0, height = 0;
+};
+
 enum class ImageType { png, jpeg, unknown };
 
 // The type from the file's first bytes (not its name).
@@ -41,6 +46,22 @@ ImageSize read_image_size(std::string_view bytes, const std::string& name);
 // is still at least `min_width` x `min_height`; 0 asks for full size. Throws tp::Error (data) naming `name`.
 Image decode_image(std::string_view bytes, const std::string& name, int channels, int min_width = 0,
                    int min_height = 0);
+
+// The part of an image decoded for one crop (possibly DCT-scaled and cropped); `box` is the requested region
+// in `image`'s pixel coordinates.
+struct DecodedRegion {
+  Image image;
+  Box box;
+};
+
+// Decodes what resampling `region` (in stored pixels) to out_size x out_size needs. A JPEG is decoded at the
+// smallest DCT scale that keeps the region at least out_size wide and high, and only the rows and iMCU
+// columns covering the region and the filter's margin (libjpeg-turbo's jpeg_skip_scanlines and
+// jpeg_crop_scanline): rows below the region are never read. A PNG is decoded whole. Throws tp::Error (data)
+// naming `name`.
+// `out` is reused, so a thread decoding many images does not allocate (and fault in) fresh pixels each time.
+void decode_for_resample(std::string_view bytes, const std::string& name, int channels, const Box& region,
+                         int out_size, DecodedRegion& out);
 
 // Writers, used by tests and the dataset generator. Throw tp::Error (output) naming the path.
 void write_png(const std::filesystem::path& path, const Image& image);

@@ -9,13 +9,11 @@
 namespace tp::data {
 namespace {
 
-// Stacks same-shaped tensors into one new tensor, page-locked if `pin`.
-at::Tensor collate(const std::vector<at::Tensor>& parts, bool pin) {
-  std::vector<std::int64_t> shape{static_cast<std::int64_t>(parts.size())};
-  const auto sizes = parts.front().sizes();
-  shape.insert(shape.end(), sizes.begin(), sizes.end());
-  at::Tensor out = at::empty(shape, parts.front().options().pinned_memory(pin));
-  return at::stack_out(out, parts);
+// An uninitialised tensor of `count` items shaped like `item`, page-locked if `pin`.
+at::Tensor batch_like(const at::Tensor& item, std::int64_t count, bool pin) {
+  std::vector<std::int64_t> shape{count};
+  shape.insert(shape.end(), item.sizes().begin(), item.sizes().end());
+  return at::empty(shape, item.options().pinned_memory(pin));
 }
 
 }  // namespace
@@ -49,15 +47,17 @@ Batch Loader::make_batch(std::size_t batch_index) const {
   const auto batch = static_cast<std::size_t>(options_.batch_size);
   const std::size_t begin = batch_index * batch;
   const std::size_t end = std::min(indices_.size(), begin + batch);
-  std::vector<at::Tensor> inputs, targets;
-  inputs.reserve(end - begin);
-  targets.reserve(end - begin);
-  for (std::size_t i = begin; i < end; ++i) {
-    Example example = dataset_->get(indices_[i], epoch_);
-    inputs.push_back(std::move(example.input));
-    targets.push_back(std::move(example.target));
+  const auto count = static_cast<std::int64_t>(end - begin);
+  // The first example gives the shapes; the others are written straight into their slots of the batch.
+  const Example first = dataset_->get(indices_[begin], epoch_);
+  Batch out{batch_like(first.input, count, pin_), batch_like(first.target, count, pin_)};
+  out.inputs[0].copy_(first.input);
+  out.targets[0].copy_(first.target);
+  for (std::int64_t i = 1; i < count; ++i) {
+    at::Tensor slot = out.inputs[i];
+    out.targets[i].copy_(dataset_->get_into(indices_[begin + static_cast<std::size_t>(i)], epoch_, slot));
   }
-  return {collate(inputs, pin_), collate(targets, pin_)};
+  return out;
 }
 
 void Loader::work() {

@@ -88,12 +88,19 @@ class ImageDataset final : public Dataset {
   std::size_t size() const override { return files_.size(); }
   std::string describe(std::size_t index) const override { return files_.at(index).string(); }
 
-  // A bad file is reported and the next sample takes its place, with the same random choices.
   Example get(std::size_t index, std::int64_t epoch) const override {
+    at::Tensor input = at::empty({channels_, transform_.size, transform_.size}, at::kFloat);
+    at::Tensor target = get_into(index, epoch, input);
+    return {input, target};
+  }
+
+  // A bad file is reported and the next sample takes its place, with the same random choices.
+  at::Tensor get_into(std::size_t index, std::int64_t epoch, at::Tensor& input) const override {
     for (std::size_t attempt = 0; attempt < files_.size(); ++attempt) {
       const std::size_t actual = (index + attempt) % files_.size();
       try {
-        return load(actual, epoch, index);
+        load(actual, epoch, index, input.data_ptr<float>());
+        return targets_[static_cast<std::int64_t>(actual)];
       } catch (const Error& error) {
         if (error.code() != ExitCode::data) throw;
         bad_files_->report(describe(actual), error.what());
@@ -104,24 +111,19 @@ class ImageDataset final : public Dataset {
   }
 
  private:
-  Example load(std::size_t file_index, std::int64_t epoch, std::size_t sample_index) const {
+  // Writes channels x size x size floats to `out`.
+  void load(std::size_t file_index, std::int64_t epoch, std::size_t sample_index, float* out) const {
     const std::string name = describe(file_index);
     const std::string bytes = read_file(files_[file_index], ExitCode::data);
     const ImageSize stored = read_image_size(bytes, name);
     std::mt19937_64 generator = sample_generator(seed_, epoch, sample_index);
-    Placement placement = place(transform_, stored, generator);
-    // Decode no larger than the crop needs: TurboJPEG scales in the DCT domain.
-    const int out = transform_.size;
-    const int min_width = static_cast<int>(std::ceil(out * stored.width / placement.box.width));
-    const int min_height = static_cast<int>(std::ceil(out * stored.height / placement.box.height));
-    const Image image = decode_image(bytes, name, channels_, min_width, min_height);
-    const double sx = static_cast<double>(image.width) / stored.width;
-    const double sy = static_cast<double>(image.height) / stored.height;
-    const Box box{placement.box.x * sx, placement.box.y * sy, placement.box.width * sx,
-                  placement.box.height * sy};
-    at::Tensor input = at::empty({channels_, out, out}, at::kFloat);
-    resample_normalized(image, box, out, placement.flip, transform_.normalization, input.data_ptr<float>());
-    return {input, targets_[static_cast<std::int64_t>(file_index)]};
+    const Placement placement = place(transform_, stored, generator);
+    // Decode no more than the crop needs (DCT-domain scaling, skipped rows and columns), into a reused
+    // buffer.
+    thread_local DecodedRegion decoded;
+    decode_for_resample(bytes, name, channels_, placement.box, transform_.size, decoded);
+    resample_normalized(decoded.image, decoded.box, transform_.size, placement.flip, transform_.normalization,
+                        out);
   }
 
   std::vector<fs::path> files_;

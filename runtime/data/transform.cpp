@@ -14,38 +14,68 @@ std::uint64_t splitmix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Filter taps of one output position along one axis.
-struct Taps {
-  int first = 0;
+// Filter taps along one axis: output i reads `count[i]` source pixels from `first[i]` with the weights at
+// weights[i * max_taps ...]. Flat arrays keep the inner loops free of indirection.
+struct AxisTaps {
+  int max_taps = 0;
+  std::vector<int> first, count;
   std::vector<float> weights;
 };
 
 // PIL's resampling coefficients for a triangle (bilinear) filter, support widened by the shrink factor.
-std::vector<Taps> compute_taps(double start, double length, int in_size, int out_size) {
+AxisTaps compute_taps(double start, double length, int in_size, int out_size) {
   const double scale = length / out_size;
   const double filter_scale = std::max(scale, 1.0);
   const double support = filter_scale;  // the triangle filter's support is 1
-  std::vector<Taps> taps(static_cast<std::size_t>(out_size));
+  AxisTaps taps;
+  taps.max_taps = static_cast<int>(std::ceil(support)) * 2 + 1;
+  taps.first.resize(static_cast<std::size_t>(out_size));
+  taps.count.resize(static_cast<std::size_t>(out_size));
+  taps.weights.assign(static_cast<std::size_t>(out_size) * taps.max_taps, 0.f);
   for (int i = 0; i < out_size; ++i) {
     const double center = start + (i + 0.5) * scale;
     const int first = std::max(0, static_cast<int>(center - support + 0.5));
-    const int last = std::min(in_size, static_cast<int>(center + support + 0.5));
-    Taps& t = taps[static_cast<std::size_t>(i)];
-    t.first = first;
+    const int last = std::min({in_size, static_cast<int>(center + support + 0.5), first + taps.max_taps});
+    float* weights = &taps.weights[static_cast<std::size_t>(i) * taps.max_taps];
     double total = 0;
     for (int x = first; x < last; ++x) {
       const double w = std::max(0.0, 1.0 - std::abs((x - center + 0.5) / filter_scale));
-      t.weights.push_back(static_cast<float>(w));
+      weights[x - first] = static_cast<float>(w);
       total += w;
     }
     if (total <= 0) {  // a box entirely outside the image: take the nearest pixel
-      t.first = std::clamp(static_cast<int>(center), 0, in_size - 1);
-      t.weights.assign(1, 1.f);
+      taps.first[static_cast<std::size_t>(i)] = std::clamp(static_cast<int>(center), 0, in_size - 1);
+      taps.count[static_cast<std::size_t>(i)] = 1;
+      weights[0] = 1.f;
       continue;
     }
-    for (float& w : t.weights) w = static_cast<float>(w / total);
+    taps.first[static_cast<std::size_t>(i)] = first;
+    taps.count[static_cast<std::size_t>(i)] = last - first;
+    for (int k = 0; k < last - first; ++k) weights[k] = static_cast<float>(weights[k] / total);
   }
   return taps;
+}
+
+// Resamples source rows [first_row, end_row) horizontally into out_size x C floats per row.
+template <int C>
+void horizontal_pass(const Image& image, const AxisTaps& columns, int first_row, int end_row, int out_size,
+                     bool flip, float* out) {
+  for (int y = first_row; y < end_row; ++y) {
+    const std::uint8_t* source = image.row(y);
+    float* target = out + static_cast<std::size_t>(y - first_row) * out_size * C;
+    for (int x = 0; x < out_size; ++x) {
+      const float* weights = &columns.weights[static_cast<std::size_t>(x) * columns.max_taps];
+      const std::uint8_t* pixel =
+          source + static_cast<std::size_t>(columns.first[static_cast<std::size_t>(x)]) * C;
+      const int count = columns.count[static_cast<std::size_t>(x)];
+      float sum[C] = {};
+      for (int k = 0; k < count; ++k) {
+        for (int c = 0; c < C; ++c) sum[c] += weights[k] * pixel[k * C + c];
+      }
+      float* o = target + static_cast<std::size_t>(flip ? out_size - 1 - x : x) * C;
+      for (int c = 0; c < C; ++c) o[c] = sum[c];
+    }
+  }
 }
 
 }  // namespace
@@ -105,29 +135,22 @@ Placement place(const ImageTransform& transform, ImageSize size, std::mt19937_64
 void resample_normalized(const Image& image, const Box& box, int out_size, bool flip,
                          const Normalization& norm, float* out) {
   const int channels = image.channels;
-  const std::vector<Taps> columns = compute_taps(box.x, box.width, image.width, out_size);
-  const std::vector<Taps> rows = compute_taps(box.y, box.height, image.height, out_size);
+  const AxisTaps columns = compute_taps(box.x, box.width, image.width, out_size);
+  const AxisTaps rows = compute_taps(box.y, box.height, image.height, out_size);
   int first_row = image.height, end_row = 0;
-  for (const Taps& t : rows) {
-    first_row = std::min(first_row, t.first);
-    end_row = std::max(end_row, t.first + static_cast<int>(t.weights.size()));
+  for (int y = 0; y < out_size; ++y) {
+    first_row = std::min(first_row, rows.first[static_cast<std::size_t>(y)]);
+    end_row =
+        std::max(end_row, rows.first[static_cast<std::size_t>(y)] + rows.count[static_cast<std::size_t>(y)]);
   }
   // Horizontal pass over only the source rows the vertical pass reads: rows x out_size x channels.
   const std::size_t row_stride = static_cast<std::size_t>(out_size) * channels;
-  std::vector<float> horizontal(static_cast<std::size_t>(end_row - first_row) * row_stride);
-  for (int y = first_row; y < end_row; ++y) {
-    const std::uint8_t* source = image.row(y);
-    float* target = horizontal.data() + static_cast<std::size_t>(y - first_row) * row_stride;
-    for (int x = 0; x < out_size; ++x) {
-      const Taps& t = columns[static_cast<std::size_t>(x)];
-      const int out_x = flip ? out_size - 1 - x : x;
-      for (int c = 0; c < channels; ++c) {
-        float sum = 0;
-        const std::uint8_t* pixel = source + static_cast<std::size_t>(t.first) * channels + c;
-        for (std::size_t k = 0; k < t.weights.size(); ++k) sum += t.weights[k] * pixel[k * channels];
-        target[static_cast<std::size_t>(out_x) * channels + c] = sum;
-      }
-    }
+  thread_local std::vector<float> horizontal, accumulated;
+  horizontal.resize(static_cast<std::size_t>(end_row - first_row) * row_stride);
+  if (channels == 1) {
+    horizontal_pass<1>(image, columns, first_row, end_row, out_size, flip, horizontal.data());
+  } else {
+    horizontal_pass<3>(image, columns, first_row, end_row, out_size, flip, horizontal.data());
   }
   // Vertical pass, normalizing into planar output.
   std::array<float, 3> multiply{}, add{};
@@ -136,20 +159,22 @@ void resample_normalized(const Image& image, const Box& box, int out_size, bool 
     add[c] = -norm.mean[c] / norm.std[c];
   }
   const std::size_t plane = static_cast<std::size_t>(out_size) * out_size;
-  std::vector<float> accumulated(row_stride);
+  accumulated.resize(row_stride);
   for (int y = 0; y < out_size; ++y) {
-    const Taps& t = rows[static_cast<std::size_t>(y)];
+    const float* weights = &rows.weights[static_cast<std::size_t>(y) * rows.max_taps];
+    const int first = rows.first[static_cast<std::size_t>(y)];
     std::fill(accumulated.begin(), accumulated.end(), 0.f);
-    for (std::size_t k = 0; k < t.weights.size(); ++k) {
-      const float w = t.weights[k];
-      const float* source = horizontal.data() +
-                            static_cast<std::size_t>(t.first - first_row + static_cast<int>(k)) * row_stride;
-      for (std::size_t i = 0; i < row_stride; ++i) accumulated[i] += w * source[i];
+    float* acc = accumulated.data();
+    for (int k = 0; k < rows.count[static_cast<std::size_t>(y)]; ++k) {
+      const float w = weights[k];
+      const float* source = horizontal.data() + static_cast<std::size_t>(first - first_row + k) * row_stride;
+      for (std::size_t i = 0; i < row_stride; ++i) acc[i] += w * source[i];
     }
     for (int c = 0; c < channels; ++c) {
       float* target = out + static_cast<std::size_t>(c) * plane + static_cast<std::size_t>(y) * out_size;
-      for (int x = 0; x < out_size; ++x)
-        target[x] = accumulated[static_cast<std::size_t>(x) * channels + c] * multiply[c] + add[c];
+      for (int x = 0; x < out_size; ++x) {
+        target[x] = acc[static_cast<std::size_t>(x) * channels + c] * multiply[c] + add[c];
+      }
     }
   }
 }

@@ -11,11 +11,6 @@
 
 namespace tp::data {
 
-// A region of the source image in pixels (fractional edges allowed).
-struct Box {
-  double x = 0, y = 0, width = 0, height = 0;
-};
-
 struct Normalization {
   std::array<float, 3> mean{0.f, 0.f, 0.f};
   std::array<float, 3> std{1.f, 1.f, 1.f};

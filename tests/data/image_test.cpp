@@ -120,6 +120,27 @@ TEST(Jpeg, ScalesInTheDctDomainToTheSmallestSufficientSize) {
   EXPECT_EQ(decode_image(bytes, "a.jpg", 3).width, 500);
 }
 
+TEST(Jpeg, CroppedDecodeResamplesLikeTheFullDecode) {
+  TempDir dir;
+  write_jpeg(dir / "a.jpg", pattern(500, 376, 3, 6), 90);
+  const std::string bytes = read_file(dir / "a.jpg", ExitCode::data);
+  const Box region{137.3, 91.0, 200, 150};
+  // 64 / 150 needs a scale of at least 0.43: 1/2, so the full reference is the 250x188 decode.
+  DecodedRegion part;
+  decode_for_resample(bytes, "a.jpg", 3, region, 64, part);
+  EXPECT_LT(part.image.width, 250);
+  EXPECT_LT(part.image.height, 188);
+  EXPECT_DOUBLE_EQ(part.box.width, 100);
+  const Image full = decode_image(bytes, "a.jpg", 3, 250, 188);
+  ASSERT_EQ(full.width, 250);
+  std::vector<float> cropped(3 * 64 * 64), reference(3 * 64 * 64);
+  resample_normalized(part.image, part.box, 64, true, Normalization::unit(), cropped.data());
+  resample_normalized(full, Box{region.x / 2, region.y / 2, 100, 75}, 64, true, Normalization::unit(),
+                      reference.data());
+  for (std::size_t i = 0; i < cropped.size(); ++i) ASSERT_NEAR(cropped[i], reference[i], 1e-5) << i;
+  EXPECT_THROW(decode_for_resample(bytes.substr(0, 30), "a.jpg", 3, region, 64, part), Error);
+}
+
 TEST(Decode, CorruptedFilesAreDataErrorsNamingTheFile) {
   TempDir dir;
   write_jpeg(dir / "a.jpg", pattern(64, 64, 3, 4), 90);

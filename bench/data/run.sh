@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Data-loading benchmark (not a test): 5,000 generated JPEGs of 500x375 to 224x224 random-resized-crop + flip +
+# ImageNet normalization in batches of 64, one epoch each, by trainpoint's loader (tp-bench-data) and by
+# torchvision's DataLoader (Debian's /usr/bin/python3 with python3-torchvision and PIL), with the same worker
+# counts, in one run. Prints a Markdown table: images/s, CPU seconds, images per CPU-second, and the ratio.
+#
+# usage: bench/data/run.sh BUILD_DIR [WORKERS...]   (default workers: 1 2; BUILD_DIR holds
+#        bench/data/tp-bench-data and tests/tools/tp-make-dataset)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="$(cd "${1:?usage: run.sh BUILD_DIR [WORKERS...]}" && pwd)"
+shift
+workers=("$@")
+[ ${#workers[@]} -eq 0 ] && workers=(1 2)
+images="${TP_BENCH_IMAGES:-5000}"
+data="${TP_BENCH_DATA:-/tmp/tp-bench-data-$images}"
+
+# The dataset is generated once and kept (it takes a few minutes); delete it to regenerate.
+if [ ! -f "$data/.complete" ]; then
+  rm -rf "$data"
+  "$build/tests/tools/tp-make-dataset" images --out "$data" --classes 8 --count "$images" --size 500x375 \
+    --format jpeg --seed 1
+  touch "$data/.complete"
+fi
+cat "$data"/*/* >/dev/null  # both loaders read from the page cache
+
+row() {  # loader workers json
+  python3 -c 'import json, sys
+r = json.loads(sys.argv[1])
+print(f"| {r[\"loader\"]} | {r[\"workers\"]} | {r[\"images\"] / r[\"seconds\"]:.0f} | {r[\"cpu_seconds\"]:.1f} | "
+      f"{r[\"images\"] / r[\"cpu_seconds\"]:.0f} |")' "$1"
+}
+
+echo "| loader | workers | images/s | CPU s | images per CPU-second |"
+echo "|---|---|---|---|---|"
+for w in "${workers[@]}"; do
+  tp=$("$build/bench/data/tp-bench-data" "$data" --workers "$w")
+  tv=$(/usr/bin/python3 "$root/bench/data/torchvision_loader.py" "$data" "$w")
+  row "$tp"
+  row "$tv"
+  python3 -c 'import json, sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+print(f"| ratio | {a[\"workers\"]} | {b[\"seconds\"] / a[\"seconds\"]:.2f}x | | "
+      f"{(a[\"images\"] / a[\"cpu_seconds\"]) / (b[\"images\"] / b[\"cpu_seconds\"]):.2f}x |")' "$tp" "$tv"
+done
