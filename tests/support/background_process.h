@@ -10,7 +10,8 @@
 namespace tp::testing {
 
 // Runs `command` with /bin/sh in its own process group, output to `log_file`; the whole group is
-// terminated on destruction.
+// terminated on destruction, or when the test process dies without running destructors (a crash):
+// a guard process leads the group and stops it when a pipe from the test process closes.
 class BackgroundProcess {
  public:
   BackgroundProcess(const std::string& command, const std::filesystem::path& log_file);
@@ -22,7 +23,8 @@ class BackgroundProcess {
   std::string log() const;
 
  private:
-  pid_t pid_;
+  pid_t pid_;          // the guard, leader of the process group
+  int lifeline_ = -1;  // write end of the guard's pipe, held only by the test process
   std::filesystem::path log_file_;
 };
 
