@@ -1,0 +1,288 @@
+#include "k8s/manifest.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <regex>
+
+#include "common/error.h"
+
+namespace tp::k8s {
+namespace {
+
+// PyTorchJob v1 requires this container name; the operator adds MASTER_ADDR, RANK and the rest to it.
+constexpr const char* kPyTorchContainer = "pytorch";
+// Trainer v2's torch-distributed runtime names its trainer job and container "node".
+constexpr const char* kTrainJobNode = "node";
+constexpr const char* kTrainJobRuntime = "torch-distributed";
+// Keys read from the Secret when they exist in it: git token and S3 credentials (docs/s3.md).
+const std::vector<std::string> kSecretKeys{"TRAINPOINT_GIT_TOKEN", "AWS_ACCESS_KEY_ID",
+                                           "AWS_SECRET_ACCESS_KEY"};
+
+// Strings Kubernetes types as strings are quoted when YAML would read them as another type.
+YAML::Emitter& text(YAML::Emitter& out, const std::string& value) {
+  static const std::regex not_a_plain_string(R"(^([-+]?[0-9.].*|true|false|yes|no|on|off|null|~|)$)",
+                                             std::regex::icase);
+  if (std::regex_match(value, not_a_plain_string)) out << YAML::DoubleQuoted;
+  return out << value;
+}
+
+void key_text(YAML::Emitter& out, const std::string& key, const std::string& value) {
+  out << YAML::Key << key << YAML::Value;
+  text(out, value);
+}
+
+void env_value(YAML::Emitter& out, const std::string& name, const std::string& value) {
+  out << YAML::BeginMap;
+  key_text(out, "name", name);
+  key_text(out, "value", value);
+  out << YAML::EndMap;
+}
+
+void environment(YAML::Emitter& out, const JobRequest& request) {
+  out << YAML::Key << "env" << YAML::Value << YAML::BeginSeq;
+  env_value(out, "TRAINPOINT_REPO", request.repo);
+  env_value(out, "TRAINPOINT_REF", request.ref);
+  env_value(out, "TRAINPOINT_SPEC", request.spec);
+  if (!request.overrides.empty()) {
+    std::string joined;
+    for (const auto& item : request.overrides) joined += (joined.empty() ? "" : ";") + item;
+    env_value(out, "TRAINPOINT_SET", joined);
+  }
+  // One working directory per pod (two pods of a job may share a node and its scratch directory);
+  // the git mirrors are shared by all of them.
+  out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << "POD_NAME" << YAML::Key << "valueFrom"
+      << YAML::Value << YAML::BeginMap << YAML::Key << "fieldRef" << YAML::Value << YAML::BeginMap
+      << YAML::Key << "fieldPath" << YAML::Value << "metadata.name" << YAML::EndMap << YAML::EndMap
+      << YAML::EndMap;
+  env_value(out, "TRAINPOINT_WORKDIR", std::string(kScratchMount) + "/work/$(POD_NAME)");
+  env_value(out, "TRAINPOINT_GIT_CACHE", std::string(kScratchMount) + "/git-cache");
+  if (!request.vault_tenant.empty()) env_value(out, "TRAINPOINT_S3_TENANT", request.vault_tenant);
+  if (!request.secret.empty()) {
+    for (const auto& key : kSecretKeys) {
+      out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << key << YAML::Key << "valueFrom"
+          << YAML::Value << YAML::BeginMap << YAML::Key << "secretKeyRef" << YAML::Value << YAML::BeginMap
+          << YAML::Key << "name" << YAML::Value << request.secret << YAML::Key << "key" << YAML::Value << key
+          << YAML::Key << "optional" << YAML::Value << true << YAML::EndMap << YAML::EndMap << YAML::EndMap;
+    }
+  }
+  out << YAML::EndSeq;
+}
+
+void quantities(YAML::Emitter& out, const JobRequest& request) {
+  out << YAML::BeginMap;
+  if (!request.cpu.empty()) key_text(out, "cpu", request.cpu);
+  if (!request.memory.empty()) key_text(out, "memory", request.memory);
+  if (request.gpus_per_worker > 0)
+    out << YAML::Key << "nvidia.com/gpu" << YAML::Value << request.gpus_per_worker;
+  out << YAML::EndMap;
+}
+
+bool has_resources(const JobRequest& request) {
+  return !request.cpu.empty() || !request.memory.empty() || request.gpus_per_worker > 0;
+}
+
+void resources(YAML::Emitter& out, const JobRequest& request) {
+  out << YAML::BeginMap << YAML::Key << "requests" << YAML::Value;
+  quantities(out, request);
+  out << YAML::Key << "limits" << YAML::Value;
+  quantities(out, request);
+  out << YAML::EndMap;
+}
+
+void volume_mounts(YAML::Emitter& out) {
+  out << YAML::Key << "volumeMounts" << YAML::Value << YAML::BeginSeq;
+  out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << "dshm" << YAML::Key << "mountPath"
+      << YAML::Value << "/dev/shm" << YAML::EndMap;
+  out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << "scratch" << YAML::Key << "mountPath"
+      << YAML::Value << kScratchMount << YAML::EndMap;
+  out << YAML::EndSeq;
+}
+
+// /dev/shm in RAM (the container default of 64 MiB is too small for data loaders and NCCL), and
+// the scratch directory for checkouts and caches: on the node when `scratch` is set, so that
+// restarted pods find the git mirrors and staged data.
+void volumes(YAML::Emitter& out, const JobRequest& request) {
+  out << YAML::Key << "volumes" << YAML::Value << YAML::BeginSeq;
+  out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << "dshm" << YAML::Key << "emptyDir"
+      << YAML::Value << YAML::BeginMap << YAML::Key << "medium" << YAML::Value << "Memory";
+  if (!request.shm_size.empty()) key_text(out, "sizeLimit", request.shm_size);
+  out << YAML::EndMap << YAML::EndMap;
+  out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << "scratch";
+  if (request.scratch.empty()) {
+    out << YAML::Key << "emptyDir" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::EndMap;
+  } else {
+    out << YAML::Key << "hostPath" << YAML::Value << YAML::BeginMap << YAML::Key << "path" << YAML::Value
+        << request.scratch << YAML::Key << "type" << YAML::Value << "DirectoryOrCreate" << YAML::EndMap;
+  }
+  out << YAML::EndMap << YAML::EndSeq;
+}
+
+// The platform's Vault agent writes the MinIO keys to /vault/secrets/minio-<tenant> as export
+// lines, which trainpoint's S3 credential chain reads. Pre-populate only: a sidecar that keeps
+// running would keep the pod from completing.
+void vault_annotations(YAML::Emitter& out, const JobRequest& request) {
+  const std::string file = "minio-" + request.vault_tenant;
+  out << YAML::Key << "annotations" << YAML::Value << YAML::BeginMap;
+  key_text(out, "vault.hashicorp.com/agent-inject", "true");
+  key_text(out, "vault.hashicorp.com/agent-pre-populate-only", "true");
+  key_text(out, "vault.hashicorp.com/role", request.vault_role);
+  key_text(out, "vault.hashicorp.com/agent-inject-secret-" + file, request.vault_path);
+  out << YAML::Key << "vault.hashicorp.com/agent-inject-template-" + file << YAML::Value << YAML::Literal
+      << "{{- with secret \"" + request.vault_path +
+             "\" }}\n"
+             "export MINIO_ACCESS_KEY=\"{{ .Data.accessKeyId }}\"\n"
+             "export MINIO_SECRET_KEY=\"{{ .Data.secretAccessKey }}\"\n"
+             "{{- end }}\n";
+  out << YAML::EndMap;
+}
+
+void pod_template(YAML::Emitter& out, const JobRequest& request) {
+  out << YAML::BeginMap;
+  if (!request.vault_role.empty()) {
+    out << YAML::Key << "metadata" << YAML::Value << YAML::BeginMap;
+    vault_annotations(out, request);
+    out << YAML::EndMap;
+  }
+  out << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "containers" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << kPyTorchContainer;
+  out << YAML::Key << "image" << YAML::Value << request.image;
+  out << YAML::Key << "args" << YAML::Value << YAML::Flow << YAML::BeginSeq << "run" << YAML::EndSeq;
+  environment(out, request);
+  if (has_resources(request)) {
+    out << YAML::Key << "resources" << YAML::Value;
+    resources(out, request);
+  }
+  volume_mounts(out);
+  out << YAML::EndMap << YAML::EndSeq;
+  volumes(out, request);
+  out << YAML::EndMap << YAML::EndMap;
+}
+
+void metadata(YAML::Emitter& out, const JobRequest& request) {
+  out << YAML::Key << "metadata" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << request.name;
+  if (!request.name_space.empty()) out << YAML::Key << "namespace" << YAML::Value << request.name_space;
+  out << YAML::Key << "labels" << YAML::Value << YAML::BeginMap << YAML::Key << "app.kubernetes.io/managed-by"
+      << YAML::Value << "trainpoint" << YAML::EndMap;
+  out << YAML::EndMap;
+}
+
+void replica(YAML::Emitter& out, const char* type, int replicas, const JobRequest& request) {
+  out << YAML::Key << type << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "replicas" << YAML::Value << replicas;
+  // Exit codes 1-127 are permanent (a bad spec stays bad), 128-255 retryable (docs/exit-codes.md):
+  // the operator restarts the pod only for the latter.
+  out << YAML::Key << "restartPolicy" << YAML::Value << "ExitCode";
+  out << YAML::Key << "template" << YAML::Value;
+  pod_template(out, request);
+  out << YAML::EndMap;
+}
+
+std::string render_pytorchjob(const JobRequest& request) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "apiVersion" << YAML::Value << "kubeflow.org/v1";
+  out << YAML::Key << "kind" << YAML::Value << "PyTorchJob";
+  metadata(out, request);
+  out << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
+  key_text(out, "nprocPerNode", std::to_string(request.nproc_per_node));
+  out << YAML::Key << "runPolicy" << YAML::Value << YAML::BeginMap << YAML::Key << "backoffLimit"
+      << YAML::Value << request.backoff_limit << YAML::Key << "cleanPodPolicy" << YAML::Value << "None"
+      << YAML::EndMap;
+  // The master is the pod of node rank 0, whose address the operator gives every pod as MASTER_ADDR.
+  out << YAML::Key << "pytorchReplicaSpecs" << YAML::Value << YAML::BeginMap;
+  replica(out, "Master", 1, request);
+  if (request.workers > 1) replica(out, "Worker", request.workers - 1, request);
+  out << YAML::EndMap << YAML::EndMap << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+std::string render_trainjob(const JobRequest& request) {
+  YAML::Emitter out;
+  out << YAML::Comment(
+      "Trainer v2 restarts failed nodes by its runtime's failure policy; it has no per-exit-code "
+      "policy like PyTorchJob's restartPolicy: ExitCode.");
+  out << YAML::BeginMap;
+  out << YAML::Key << "apiVersion" << YAML::Value << "trainer.kubeflow.org/v1alpha1";
+  out << YAML::Key << "kind" << YAML::Value << "TrainJob";
+  metadata(out, request);
+  out << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "runtimeRef" << YAML::Value << YAML::BeginMap << YAML::Key << "name" << YAML::Value
+      << kTrainJobRuntime << YAML::EndMap;
+  out << YAML::Key << "trainer" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "image" << YAML::Value << request.image;
+  out << YAML::Key << "command" << YAML::Value << YAML::Flow << YAML::BeginSeq << "trainpoint"
+      << "run" << YAML::EndSeq;
+  out << YAML::Key << "numNodes" << YAML::Value << request.workers;
+  out << YAML::Key << "numProcPerNode" << YAML::Value << request.nproc_per_node;
+  if (has_resources(request)) {
+    out << YAML::Key << "resourcesPerNode" << YAML::Value;
+    resources(out, request);
+  }
+  environment(out, request);
+  out << YAML::EndMap;
+  out << YAML::Key << "podSpecOverrides" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
+  out << YAML::Key << "targetJobs" << YAML::Value << YAML::BeginSeq << YAML::BeginMap << YAML::Key << "name"
+      << YAML::Value << kTrainJobNode << YAML::EndMap << YAML::EndSeq;
+  volumes(out, request);
+  out << YAML::Key << "containers" << YAML::Value << YAML::BeginSeq << YAML::BeginMap << YAML::Key << "name"
+      << YAML::Value << kTrainJobNode;
+  volume_mounts(out);
+  out << YAML::EndMap << YAML::EndSeq;
+  out << YAML::EndMap << YAML::EndSeq;
+  out << YAML::EndMap << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+void check_quantity(const char* what, const std::string& value) {
+  static const std::regex quantity(R"(^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$)");
+  if (!value.empty() && !std::regex_match(value, quantity)) {
+    fail(ExitCode::usage, "{} '{}' is not a Kubernetes quantity (for example 4, 500m, 16Gi)", what, value);
+  }
+}
+
+}  // namespace
+
+void validate(const JobRequest& request) {
+  // Pods are named <job>-worker-<index>, which must stay a 63-character DNS label.
+  static const std::regex dns_label(R"(^[a-z]([-a-z0-9]{0,48}[a-z0-9])?$)");
+  if (!std::regex_match(request.name, dns_label)) {
+    fail(ExitCode::usage,
+         "job name '{}' cannot name Kubernetes pods: use lowercase letters, digits and '-', starting with a "
+         "letter, "
+         "at most 50 characters (--name or k8s.name, else job.name)",
+         request.name);
+  }
+  if (request.image.empty()) fail(ExitCode::usage, "the image is missing: --image or k8s.image");
+  if (request.repo.empty() || request.ref.empty() || request.spec.empty()) {
+    fail(ExitCode::usage, "the job needs --repo, --ref and --spec: what every pod clones and runs");
+  }
+  if (request.workers < 1) fail(ExitCode::usage, "workers must be at least 1, not {}", request.workers);
+  if (request.nproc_per_node < 1) fail(ExitCode::usage, "processes per node must be at least 1");
+  check_quantity("cpu", request.cpu);
+  check_quantity("memory", request.memory);
+  check_quantity("shm size", request.shm_size);
+  if (!request.scratch.empty() && request.scratch.front() != '/') {
+    fail(ExitCode::usage, "scratch '{}' must be an absolute directory on the node", request.scratch);
+  }
+  const bool any_vault =
+      !request.vault_role.empty() || !request.vault_tenant.empty() || !request.vault_path.empty();
+  if (any_vault &&
+      (request.vault_role.empty() || request.vault_tenant.empty() || request.vault_path.empty())) {
+    fail(ExitCode::usage,
+         "Vault credentials need all of k8s.vault_role, k8s.vault_tenant and k8s.vault_path");
+  }
+  if (any_vault && request.kind == Kind::trainjob) {
+    fail(ExitCode::usage,
+         "Vault agent annotations go on pods, which a TrainJob does not template: use a Secret "
+         "(k8s.secret) or a PyTorchJob");
+  }
+}
+
+std::string render(const JobRequest& request) {
+  validate(request);
+  return request.kind == Kind::pytorchjob ? render_pytorchjob(request) : render_trainjob(request);
+}
+
+}  // namespace tp::k8s

@@ -1,0 +1,48 @@
+// Kubernetes manifests that run trainpoint: a Kubeflow PyTorchJob (kubeflow.org/v1) or a Kubeflow
+// Trainer v2 TrainJob, so that users get a correct job without writing YAML. Secrets are referenced
+// (a Secret's name, Vault paths), never embedded.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tp::k8s {
+
+enum class Kind { pytorchjob, trainjob };
+
+struct JobRequest {
+  Kind kind = Kind::pytorchjob;
+  std::string name;        // DNS-1035 label: the job's (and its pods') name
+  std::string name_space;  // empty: the namespace kubectl uses
+  std::string image;
+  int workers = 1;          // pods, one per node
+  int gpus_per_worker = 0;  // 0: CPU only
+  int nproc_per_node = 1;   // processes per pod: the GPUs, or the spec's dist.nproc_per_node on CPU
+  std::string cpu;          // Kubernetes quantity, requested and limited; empty: none
+  std::string memory;       // Kubernetes quantity, requested and limited; empty: none
+  std::string shm_size;     // sizeLimit of the memory-backed /dev/shm; empty: none
+  std::string scratch;    // node directory (hostPath) for caches kept across pods; empty: a per-pod emptyDir
+  int backoff_limit = 3;  // restarts of retryable failures before the job fails
+
+  // What trainpoint runs, passed as TRAINPOINT_* environment variables.
+  std::string repo;
+  std::string ref;
+  std::string spec;
+  std::vector<std::string> overrides;  // TRAINPOINT_SET
+
+  std::string secret;  // a Secret whose keys become environment variables (envFrom)
+  std::string vault_role;
+  std::string vault_tenant;  // the MinIO tenant: the agent writes /vault/secrets/minio-<tenant>
+  std::string vault_path;    // the Vault path holding accessKeyId and secretAccessKey
+};
+
+// Throws tp::Error (ExitCode::usage) naming the setting that is missing or malformed.
+void validate(const JobRequest& request);
+
+// The manifest as YAML. Validates first.
+std::string render(const JobRequest& request);
+
+// Where the pod keeps checkouts and caches, and the git mirror cache within it.
+constexpr const char* kScratchMount = "/scratch";
+
+}  // namespace tp::k8s

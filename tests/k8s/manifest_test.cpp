@@ -1,0 +1,221 @@
+// render-job's manifests: they parse as YAML, every field is one the PyTorchJob v1 schema has, the
+// values Kubernetes types strictly are typed right, and the output matches the golden files.
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/error.h"
+#include "k8s/manifest.h"
+
+namespace tp {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kTestDir = TP_K8S_TEST_DIR;
+
+std::string read_file(const fs::path& file) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::set<std::string> schema_fields() {
+  std::set<std::string> fields;
+  std::istringstream in(read_file(kTestDir / "pytorchjob-v1-fields.txt"));
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] != '#') fields.insert(line);
+  }
+  return fields;
+}
+
+// Every leaf's path, with map keys under a `*` field and list indices written as `[]`.
+void collect(const YAML::Node& node, const std::string& path, const std::set<std::string>& schema,
+             std::vector<std::string>& unknown) {
+  if (node.IsMap()) {
+    for (const auto& entry : node) {
+      const std::string key = entry.first.as<std::string>();
+      const std::string named = path.empty() ? key : path + "." + key;
+      const std::string any = path + ".*";
+      if (schema.count(any) > 0) continue;  // a free-form map: labels, annotations, quantities
+      bool prefix_of_any = false;           // a map keyed by name: pytorchReplicaSpecs.<type>
+      for (const auto& field : schema) prefix_of_any |= field.rfind(any + ".", 0) == 0;
+      collect(entry.second, prefix_of_any ? any : named, schema, unknown);
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& element : node) collect(element, path + "[]", schema, unknown);
+  } else if (schema.count(path) == 0) {
+    unknown.push_back(path);
+  }
+}
+
+k8s::JobRequest cpu_job() {
+  k8s::JobRequest request;
+  request.name = "shapes";
+  request.image = "registry.example.org/trainpoint:0.1.0-cpu";
+  request.workers = 2;
+  request.nproc_per_node = 2;
+  request.cpu = "4";
+  request.memory = "8Gi";
+  request.repo = "https://git.example.org/team/shapes.git";
+  request.ref = "3f1c2a9";
+  request.spec = "train.toml";
+  request.overrides = {"train.epochs=3"};
+  request.secret = "shapes-credentials";
+  return request;
+}
+
+k8s::JobRequest gpu_job() {
+  k8s::JobRequest request;
+  request.name = "construction-starts";
+  request.name_space = "team-a";
+  request.image = "registry.example.org/trainpoint:0.1.0";
+  request.workers = 4;
+  request.gpus_per_worker = 8;
+  request.nproc_per_node = 8;
+  request.cpu = "62";
+  request.memory = "480Gi";
+  request.shm_size = "64Gi";
+  request.scratch = "/mnt/local-ssd/trainpoint";
+  request.repo = "https://git.example.org/team/construction-starts.git";
+  request.ref = "0123456789abcdef0123456789abcdef01234567";
+  request.spec = "configs/resnet.toml";
+  request.vault_role = "team-a";
+  request.vault_tenant = "standard";
+  request.vault_path = "minio_standard/keys/profile-team-a";
+  return request;
+}
+
+k8s::JobRequest trainjob() {
+  k8s::JobRequest request = cpu_job();
+  request.kind = k8s::Kind::trainjob;
+  request.gpus_per_worker = 1;
+  request.nproc_per_node = 1;
+  return request;
+}
+
+void expect_golden(const std::string& name, const std::string& manifest) {
+  const fs::path golden = kTestDir / "golden" / name;
+  if (std::getenv("UPDATE_GOLDEN") != nullptr) std::ofstream(golden) << manifest;
+  EXPECT_EQ(manifest, read_file(golden))
+      << "run with UPDATE_GOLDEN=1 to accept the new output into " << golden;
+}
+
+TEST(Manifest, PyTorchJobHasOnlySchemaFieldsAndStrictTypes) {
+  const auto schema = schema_fields();
+  for (const auto& request : {cpu_job(), gpu_job()}) {
+    const YAML::Node job = YAML::Load(k8s::render(request));
+    std::vector<std::string> unknown;
+    collect(job, "", schema, unknown);
+    EXPECT_TRUE(unknown.empty()) << "not in the PyTorchJob v1 schema: " << unknown.front();
+
+    EXPECT_EQ(job["apiVersion"].as<std::string>(), "kubeflow.org/v1");
+    EXPECT_EQ(job["kind"].as<std::string>(), "PyTorchJob");
+    // nprocPerNode is a string in the CRD: "8", never 8.
+    EXPECT_EQ(job["spec"]["nprocPerNode"].Tag(), "!");
+    EXPECT_EQ(job["spec"]["nprocPerNode"].as<std::string>(), std::to_string(request.nproc_per_node));
+    const YAML::Node replicas = job["spec"]["pytorchReplicaSpecs"];
+    EXPECT_EQ(replicas["Master"]["replicas"].as<int>(), 1);
+    EXPECT_EQ(replicas["Worker"]["replicas"].as<int>(), request.workers - 1);
+    for (const auto& type : {"Master", "Worker"}) {
+      EXPECT_EQ(replicas[type]["restartPolicy"].as<std::string>(), "ExitCode");
+      const YAML::Node container = replicas[type]["template"]["spec"]["containers"][0];
+      EXPECT_EQ(container["name"].as<std::string>(), "pytorch")
+          << "the operator looks for this container name";
+      EXPECT_EQ(container["image"].as<std::string>(), request.image);
+      std::map<std::string, std::string> env;
+      for (const auto& variable : container["env"]) {
+        if (variable["value"]) env[variable["name"].as<std::string>()] = variable["value"].as<std::string>();
+      }
+      EXPECT_EQ(env["TRAINPOINT_REPO"], request.repo);
+      EXPECT_EQ(env["TRAINPOINT_REF"], request.ref);
+      EXPECT_EQ(env["TRAINPOINT_SPEC"], request.spec);
+      EXPECT_EQ(env["TRAINPOINT_GIT_CACHE"], "/scratch/git-cache");
+      const YAML::Node shm = replicas[type]["template"]["spec"]["volumes"][0];
+      EXPECT_EQ(shm["emptyDir"]["medium"].as<std::string>(), "Memory");
+    }
+  }
+}
+
+TEST(Manifest, SecretsAreReferencedNeverEmbedded) {
+  const YAML::Node job = YAML::Load(k8s::render(cpu_job()));
+  const YAML::Node env =
+      job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"];
+  int from_secret = 0;
+  for (const auto& variable : env) {
+    if (variable["valueFrom"] && variable["valueFrom"]["secretKeyRef"]) {
+      EXPECT_EQ(variable["valueFrom"]["secretKeyRef"]["name"].as<std::string>(), "shapes-credentials");
+      EXPECT_FALSE(variable["value"]);
+      ++from_secret;
+    }
+  }
+  EXPECT_EQ(from_secret, 3);
+  const YAML::Node pod =
+      YAML::Load(k8s::render(gpu_job()))["spec"]["pytorchReplicaSpecs"]["Worker"]["template"];
+  const YAML::Node annotations = pod["metadata"]["annotations"];
+  EXPECT_EQ(annotations["vault.hashicorp.com/agent-inject"].as<std::string>(), "true");
+  EXPECT_EQ(annotations["vault.hashicorp.com/agent-pre-populate-only"].as<std::string>(), "true");
+  EXPECT_NE(annotations["vault.hashicorp.com/agent-inject-template-minio-standard"].as<std::string>().find(
+                "with secret \"minio_standard/keys/profile-team-a\""),
+            std::string::npos);
+}
+
+TEST(Manifest, OneWorkerHasOnlyAMaster) {
+  k8s::JobRequest request = cpu_job();
+  request.workers = 1;
+  const YAML::Node job = YAML::Load(k8s::render(request));
+  EXPECT_TRUE(job["spec"]["pytorchReplicaSpecs"]["Master"]);
+  EXPECT_FALSE(job["spec"]["pytorchReplicaSpecs"]["Worker"]);
+}
+
+TEST(Manifest, TrainJobUsesTheTorchRuntime) {
+  const YAML::Node job = YAML::Load(k8s::render(trainjob()));
+  EXPECT_EQ(job["apiVersion"].as<std::string>(), "trainer.kubeflow.org/v1alpha1");
+  EXPECT_EQ(job["kind"].as<std::string>(), "TrainJob");
+  EXPECT_EQ(job["spec"]["runtimeRef"]["name"].as<std::string>(), "torch-distributed");
+  EXPECT_EQ(job["spec"]["trainer"]["numNodes"].as<int>(), 2);
+  EXPECT_EQ(job["spec"]["trainer"]["resourcesPerNode"]["limits"]["nvidia.com/gpu"].as<int>(), 1);
+  EXPECT_EQ(job["spec"]["podSpecOverrides"][0]["targetJobs"][0]["name"].as<std::string>(), "node");
+}
+
+TEST(Manifest, MatchesGoldenFiles) {
+  expect_golden("cpu-pytorchjob.yaml", k8s::render(cpu_job()));
+  expect_golden("gpu-pytorchjob.yaml", k8s::render(gpu_job()));
+  expect_golden("cpu-trainjob.yaml", k8s::render(trainjob()));
+}
+
+TEST(Manifest, BadRequestsNameWhatIsWrong) {
+  auto message_of = [](const k8s::JobRequest& request) {
+    try {
+      k8s::render(request);
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ExitCode::usage);
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  k8s::JobRequest request = cpu_job();
+  request.name = "My_Job";
+  EXPECT_NE(message_of(request).find("job name 'My_Job'"), std::string::npos);
+  request = cpu_job();
+  request.image.clear();
+  EXPECT_NE(message_of(request).find("--image or k8s.image"), std::string::npos);
+  request = cpu_job();
+  request.memory = "8 GB";
+  EXPECT_NE(message_of(request).find("memory '8 GB' is not a Kubernetes quantity"), std::string::npos);
+  request = gpu_job();
+  request.vault_path.clear();
+  EXPECT_NE(message_of(request).find("k8s.vault_path"), std::string::npos);
+  request = gpu_job();
+  request.kind = k8s::Kind::trainjob;
+  EXPECT_NE(message_of(request).find("use a Secret"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tp
