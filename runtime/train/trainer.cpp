@@ -42,9 +42,17 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
   for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
 }
 
-torch::Tensor loss_of(const torch::Tensor& output, const torch::Tensor& target, bool classification) {
-  if (classification) return torch::nn::functional::cross_entropy(output, target);
+torch::Tensor loss_of(const torch::Tensor& output, const torch::Tensor& target, const data::Schema& schema) {
+  if (schema.multi_label) return torch::binary_cross_entropy_with_logits(output, target.to(torch::kFloat));
+  if (schema.classification) return torch::nn::functional::cross_entropy(output, target);
   return torch::mse_loss(output.reshape({-1}), target.to(torch::kFloat));
+}
+
+// Correct predictions in a batch: whole samples for classification, the mean of the per-label
+// decisions of each sample for multi-label.
+double correct_in(const torch::Tensor& output, const torch::Tensor& target, const data::Schema& schema) {
+  if (schema.multi_label) return output.gt(0).eq(target.gt(0.5)).to(torch::kDouble).mean(1).sum().item<double>();
+  return output.argmax(1).eq(target).sum().item<double>();
 }
 
 struct Totals {
@@ -60,24 +68,31 @@ Totals all_ranks(const Totals& mine, dist::Communicator& communicator) {
   return {values[0][0].item<double>(), values[0][1].item<double>(), values[0][2].item<double>()};
 }
 
+// The fewest samples any rank holds, for data that is already one share per rank.
+std::size_t smallest_share(const data::DistributedSampler& sampler, dist::Communicator& communicator) {
+  std::vector<torch::Tensor> counts{torch::zeros({communicator.world_size()}, torch::kLong)};
+  counts[0][communicator.rank()] = static_cast<std::int64_t>(sampler.samples_per_rank());
+  communicator.all_reduce_sum(counts);
+  return static_cast<std::size_t>(counts[0].min().item<std::int64_t>());
+}
+
 // Validation on this rank's disjoint share (no padding, so every sample counts once overall).
-Totals validate(torch::jit::Module& model, const data::Dataset& valid, const data::Schema& schema,
-                const spec::Spec& spec, dist::Communicator& communicator) {
+Totals validate(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec,
+                dist::Communicator& communicator) {
+  const std::size_t first = data.rank_share ? 0 : static_cast<std::size_t>(communicator.rank());
+  const std::size_t stride = data.rank_share ? 1 : static_cast<std::size_t>(communicator.world_size());
   Totals totals;
   std::vector<std::size_t> mine;
-  for (std::size_t i = static_cast<std::size_t>(communicator.rank()); i < valid.size();
-       i += static_cast<std::size_t>(communicator.world_size())) {
-    mine.push_back(i);
-  }
+  for (std::size_t i = first; i < data.valid->size(); i += stride) mine.push_back(i);
   torch::NoGradGuard no_grad;
   model.eval();
-  data::Loader loader(std::shared_ptr<const data::Dataset>(&valid, [](const data::Dataset*) {}), mine, 0,
+  data::Loader loader(data.valid, mine, 0,
                       {spec.train.batch_size, static_cast<int>(spec.data.workers)});
   while (auto batch = loader.next()) {
     const torch::Tensor output = model.forward({batch->inputs}).toTensor();
     const double n = static_cast<double>(batch->targets.size(0));
-    totals.loss_sum += loss_of(output, batch->targets, schema.classification).item<double>() * n;
-    if (schema.classification) totals.correct += output.argmax(1).eq(batch->targets).sum().item<double>();
+    totals.loss_sum += loss_of(output, batch->targets, data.schema).item<double>() * n;
+    if (data.schema.classification) totals.correct += correct_in(output, batch->targets, data.schema);
     totals.count += n;
   }
   model.train();
@@ -195,15 +210,19 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
                                              spec.dist.allow_unused_parameters});
   }
 
-  data::DistributedSampler sampler({data.train->size(), communicator.rank(), communicator.world_size(), true, false,
+  // A rank's own share (sharded staging) is shuffled locally; the whole dataset is split across ranks.
+  const bool split_here = !data.rank_share;
+  data::DistributedSampler sampler({data.train->size(), split_here ? communicator.rank() : 0,
+                                    split_here ? communicator.world_size() : 1, true, spec.data.drop_last,
                                     static_cast<std::uint64_t>(spec.job.seed)});
+  // Every rank must take the same number of steps, or one would wait forever in a collective.
+  const std::size_t samples_per_rank = split_here ? sampler.samples_per_rank() : smallest_share(sampler, communicator);
   const auto batch_size = static_cast<std::size_t>(spec.train.batch_size);
-  const std::int64_t steps_per_epoch =
-      static_cast<std::int64_t>((sampler.samples_per_rank() + batch_size - 1) / batch_size);
+  const std::int64_t steps_per_epoch = static_cast<std::int64_t>((samples_per_rank + batch_size - 1) / batch_size);
   const ScheduleOptions schedule{spec.train.schedule, spec.train.lr, spec.train.warmup,
                                  steps_per_epoch * spec.train.epochs};
   if (writer) spdlog::info("training {} samples ({} per rank, {} steps per epoch), validating on {}; world size {}",
-               data.train->size(), sampler.samples_per_rank(), steps_per_epoch, data.valid ? data.valid->size() : 0,
+               data.train->size(), samples_per_rank, steps_per_epoch, data.valid ? data.valid->size() : 0,
                communicator.world_size());
 
   std::unique_ptr<MetricsLog> metrics;
@@ -212,7 +231,9 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
   FitResult result;
   for (std::int64_t epoch = position.epochs_done; epoch < spec.train.epochs; ++epoch) {
     const auto epoch_started = Clock::now();
-    data::Loader loader(data.train, sampler.indices(epoch), epoch,
+    std::vector<std::size_t> indices = sampler.indices(epoch);
+    indices.resize(std::min(indices.size(), samples_per_rank));
+    data::Loader loader(data.train, std::move(indices), epoch,
                         {spec.train.batch_size, static_cast<int>(spec.data.workers)});
     // Rank 0 speaks for the job; the other ranks log only warnings and errors.
     std::optional<log::Progress> progress;
@@ -225,7 +246,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
         set_learning_rate(*optimizer, lr);
         optimizer->zero_grad();
         const torch::Tensor output = model.forward({batch->inputs}).toTensor();
-        const torch::Tensor loss = loss_of(output, batch->targets, data.schema.classification);
+        const torch::Tensor loss = loss_of(output, batch->targets, data.schema);
         const double loss_value = loss.item<double>();
         if (!std::isfinite(loss_value)) {
           fail(ExitCode::training, "the loss became {} at epoch {} step {}: lower train.lr (now {:g})", loss_value,
@@ -257,7 +278,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
     m.train_loss = train.loss_sum / train.count;
     m.valid_loss = m.valid_accuracy = std::nan("");
     if (data.valid && data.valid->size() > 0) {
-      const Totals valid = validate(model, *data.valid, data.schema, spec, communicator);
+      const Totals valid = validate(model, data, spec, communicator);
       m.valid_loss = valid.loss_sum / valid.count;
       if (data.schema.classification) m.valid_accuracy = valid.correct / valid.count;
     }

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "s3/s3_server.h"
+#include "support/background_process.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 
@@ -173,6 +175,38 @@ TEST_F(EndToEnd, LocalSpecFileWithAMisspelledKeyNamesLineAndColumn) {
   EXPECT_EQ(result.exit_code, 3);
   EXPECT_NE(result.output.find(":6:1: unknown key 'trian.lr' (did you mean 'train.lr'?)"), std::string::npos)
       << result.output;
+}
+
+// Data in an S3 bucket (s3rver), staged by two ranks that each take their share, then again from the cache.
+TEST_F(EndToEnd, TwoRanksTrainFromS3WithShardedStagingAndACacheOnRestart) {
+  testing::S3Server server;
+  const std::string s3_env = "env AWS_ENDPOINT_URL=" + server.endpoint() +
+                             " AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER ";
+  const auto upload = run_command(s3_env + testing::trainpoint_binary() + " s3 cp --recursive " +
+                                  shell_quote((repo_ / "data").string()) + " s3://test-bucket/shapes");
+  ASSERT_EQ(upload.exit_code, 0) << upload.output;
+  const std::string run = s3_env + "MASTER_PORT=" + std::to_string(testing::free_port()) + " " +
+                          testing::trainpoint_binary() + " run --repo " + repo_.string() + " --ref " + first_ +
+                          " --spec train.toml --set data.source=s3://test-bucket/shapes --set data.staging=shard" +
+                          " --set dist.nproc_per_node=2 --set train.epochs=2 --workdir " +
+                          shell_quote(dir_.path().string());
+  const auto first = run_command(run);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("[rank 1] staged s3://test-bucket/shapes"), std::string::npos) << first.output;
+  const auto record = read_json(dir_ / "out/run.json");
+  EXPECT_EQ(record["world_size"], 2);
+  // Each rank trained on its own share: together they hold every image once.
+  std::size_t staged = 0;
+  for (const char* rank : {"rank-0", "rank-1"}) {
+    for (const auto& entry : fs::recursive_directory_iterator(dir_ / "data" / rank / "train")) {
+      staged += entry.is_regular_file() ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(staged, 300u);
+
+  const auto again = run_command(run);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("(0 downloaded"), std::string::npos) << again.output;
 }
 
 TEST(Cli, VersionNamesTheLibraries) {

@@ -17,50 +17,6 @@
 
 namespace tp::testing {
 
-ChildProcess::ChildProcess(const std::string& command, const std::filesystem::path& log_file) {
-  pid_ = ::fork();
-  if (pid_ < 0) throw std::runtime_error("fork failed");
-  if (pid_ == 0) {
-    ::setpgid(0, 0);
-    const std::string redirected = "exec " + command + " >" + shell_quote(log_file.string()) + " 2>&1";
-    ::execl("/bin/sh", "sh", "-c", redirected.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::setpgid(pid_, pid_);
-}
-
-ChildProcess::~ChildProcess() {
-  ::kill(-pid_, SIGKILL);
-  ::waitpid(pid_, nullptr, 0);
-}
-
-int free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
-void wait_for_loopback_port(int port) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<std::uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
-    ::close(fd);
-    if (connected) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  throw std::runtime_error("nothing listens on 127.0.0.1:" + std::to_string(port));
-}
 
 std::string S3Server::tls_options() const {
   if (!tls_) return "";
@@ -79,7 +35,7 @@ S3Server::S3Server(bool tls)
         std::filesystem::create_directories(directory_.path() / "data");
         return directory_.path() / "data";
       }()),
-      port_(free_loopback_port()),
+      port_(free_port()),
       process_(
           // The legacy provider lets s3rver build continuation tokens (DES) on Node 20: paginated listings.
           "env NODE_OPTIONS=--openssl-legacy-provider " +
@@ -87,11 +43,11 @@ S3Server::S3Server(bool tls)
               shell_quote(data_dir_.string()) + " -a 127.0.0.1 -p " + std::to_string(port_) +
               " --configure-bucket " + kBucket + " --silent" + tls_options(),
           directory_.path() / "s3rver.log") {
-  wait_for_loopback_port(port_);
+  wait_for_port(port_);
 }
 
 FaultProxy::FaultProxy(int upstream_port, const std::string& rules_json)
-    : port_(free_loopback_port()),
+    : port_(free_port()),
       process_(
           [&] {
             write_text(directory_.path() / "rules.json", rules_json);
@@ -101,7 +57,7 @@ FaultProxy::FaultProxy(int upstream_port, const std::string& rules_json)
                    shell_quote((directory_.path() / "requests.log").string());
           }(),
           directory_.path() / "proxy.log") {
-  wait_for_loopback_port(port_);
+  wait_for_port(port_);
 }
 
 std::string FaultProxy::requests() const {

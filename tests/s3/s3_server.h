@@ -8,25 +8,10 @@
 #include <string>
 
 #include "s3/client.h"
+#include "support/background_process.h"
 #include "support/temp_dir.h"
 
 namespace tp::testing {
-
-// A shell command in its own process group, killed (group and all) on destruction.
-class ChildProcess {
- public:
-  ChildProcess(const std::string& command, const std::filesystem::path& log_file);
-  ~ChildProcess();
-  ChildProcess(const ChildProcess&) = delete;
-  ChildProcess& operator=(const ChildProcess&) = delete;
-
- private:
-  pid_t pid_;
-};
-
-int free_loopback_port();
-// Waits until 127.0.0.1:port accepts connections; throws after 30 s.
-void wait_for_loopback_port(int port);
 
 class S3Server {
  public:
@@ -47,7 +32,7 @@ class S3Server {
   bool tls_;
   std::filesystem::path data_dir_;
   int port_;
-  ChildProcess process_;
+  BackgroundProcess process_;
 };
 
 // Forwards to `upstream_port`; `rules_json` is a JSON list of faults (see fault_proxy.py).
@@ -61,7 +46,7 @@ class FaultProxy {
  private:
   TempDir directory_;
   int port_;
-  ChildProcess process_;
+  BackgroundProcess process_;
 };
 
 // A client of `endpoint` with s3rver's keys and retries fast enough for tests.

@@ -36,12 +36,23 @@ data::Datasets blobs(std::int64_t n, std::uint64_t seed) {
 
 spec::Spec small_spec() {
   spec::Spec spec;
-  spec.job = {"test", 1, "out"};
+  spec.job.name = "test";
+  spec.job.seed = 1;
+  spec.job.output = "out";
   spec.data.workers = 1;
   spec.model.arch = "mlp";
   spec.model.hidden = {16};
-  spec.train = {4, 32, "adamw", 0.01, 0.9, 0.0, "one_cycle", 0.25};
-  spec.checkpoint = {1, 2, "auto"};
+  spec.train.epochs = 4;
+  spec.train.batch_size = 32;
+  spec.train.optimizer = "adamw";
+  spec.train.lr = 0.01;
+  spec.train.momentum = 0.9;
+  spec.train.weight_decay = 0.0;
+  spec.train.schedule = "one_cycle";
+  spec.train.warmup = 0.25;
+  spec.checkpoint.every_epochs = 1;
+  spec.checkpoint.keep = 2;
+  spec.checkpoint.resume = "auto";
   return spec;
 }
 
