@@ -57,7 +57,6 @@ class RemoteAccess {
   bool credentials_for(const std::string& host, std::string* user, std::string* password) const;
   // `text` with every secret replaced by "***".
   std::string redact(std::string text) const;
-  const std::filesystem::path& ca_bundle() const { return ca_bundle_; }
 
  private:
   static int on_credentials(git_credential** out, const char* url, const char* username_from_url,

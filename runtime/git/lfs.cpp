@@ -35,7 +35,6 @@ struct PointerFile {
 struct WalkState {
   git_repository* repo;
   std::vector<PointerFile> files;
-  int error = 0;
 };
 
 bool tracked_by_lfs(git_repository* repo, const std::string& path) {
