@@ -2,7 +2,8 @@
 # Data-loading benchmark (not a test): 5,000 generated JPEGs of 500x375 to 224x224 random-resized-crop + flip +
 # ImageNet normalization in batches of 64, one epoch each, by trainpoint's loader (tp-bench-data) and by
 # torchvision's DataLoader (Debian's /usr/bin/python3 with python3-torchvision and PIL), with the same worker
-# counts, in one run. Prints a Markdown table: images/s, CPU seconds, images per CPU-second, and the ratio.
+# counts, in one run. Prints a Markdown table: images/s, CPU seconds, images per CPU-second (images/s per
+# core, robust to other load on the machine) and trainpoint's ratio to torchvision in that figure.
 #
 # usage: bench/data/run.sh BUILD_DIR [WORKERS...]   (default workers: 1 2; BUILD_DIR holds
 #        bench/data/tp-bench-data and tests/tools/tp-make-dataset)
@@ -24,22 +25,19 @@ if [ ! -f "$data/.complete" ]; then
 fi
 cat "$data"/*/* >/dev/null  # both loaders read from the page cache
 
-row() {  # loader workers json
-  python3 -c 'import json, sys
-r = json.loads(sys.argv[1])
-print(f"| {r[\"loader\"]} | {r[\"workers\"]} | {r[\"images\"] / r[\"seconds\"]:.0f} | {r[\"cpu_seconds\"]:.1f} | "
-      f"{r[\"images\"] / r[\"cpu_seconds\"]:.0f} |")' "$1"
-}
-
-echo "| loader | workers | images/s | CPU s | images per CPU-second |"
-echo "|---|---|---|---|---|"
+results="$(mktemp /tmp/tp-bench-data.XXXXXX.jsonl)"
 for w in "${workers[@]}"; do
-  tp=$("$build/bench/data/tp-bench-data" "$data" --workers "$w")
-  tv=$(/usr/bin/python3 "$root/bench/data/torchvision_loader.py" "$data" "$w")
-  row "$tp"
-  row "$tv"
-  python3 -c 'import json, sys
-a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-print(f"| ratio | {a[\"workers\"]} | {b[\"seconds\"] / a[\"seconds\"]:.2f}x | | "
-      f"{(a[\"images\"] / a[\"cpu_seconds\"]) / (b[\"images\"] / b[\"cpu_seconds\"]):.2f}x |")' "$tp" "$tv"
+  "$build/bench/data/tp-bench-data" "$data" --workers "$w" | tee -a "$results"
+  /usr/bin/python3 "$root/bench/data/torchvision_loader.py" "$data" "$w" | tee -a "$results"
 done
+python3 - "$results" <<'PY'
+import json, sys
+runs = [json.loads(line) for line in open(sys.argv[1])]
+print("| workers | loader | images/s | CPU s | images per CPU-second | trainpoint / torchvision |")
+print("|---|---|---|---|---|---|")
+for tp, tv in zip(runs[0::2], runs[1::2]):
+    for r in (tp, tv):
+        ratio = (tp["images"] / tp["cpu_seconds"]) / (tv["images"] / tv["cpu_seconds"]) if r is tp else ""
+        print(f"| {r['workers']} | {r['loader']} | {r['images'] / r['seconds']:.0f} | {r['cpu_seconds']:.1f} | "
+              f"{r['images'] / r['cpu_seconds']:.0f} | {f'{ratio:.2f}x' if ratio else ''} |")
+PY

@@ -84,29 +84,14 @@ Image decode_png(std::string_view bytes, const std::string& name, int channels) 
   return convert_channels(width, height, stored, pixels, channels);
 }
 
-Image decode_jpeg(std::string_view bytes, const std::string& name, int channels, int min_width,
-                  int min_height) {
+Image decode_jpeg(std::string_view bytes, const std::string& name, int channels) {
   tjhandle handle = decompressor();
   int width = 0, height = 0, subsampling = 0, colorspace = 0;
   if (tjDecompressHeader3(handle, jpeg_data(bytes), bytes.size(), &width, &height, &subsampling,
                           &colorspace) != 0) {
     fail(ExitCode::data, "{}: not a readable JPEG: {}", name, tjGetErrorStr2(handle));
   }
-  // The smallest scaling factor that keeps the requested size: decoding at 1/2 or 1/4 skips most of
-  // the inverse DCT and colour conversion work.
-  int factor_count = 0;
-  const tjscalingfactor* factors = tjGetScalingFactors(&factor_count);
-  if (min_width <= 0 && min_height <= 0) min_width = width;  // full size
-  int out_width = width, out_height = height;
-  for (int i = 0; i < factor_count; ++i) {
-    const tjscalingfactor factor = factors[i];
-    if (factor.num > factor.denom) continue;
-    const int w = TJSCALED(width, factor), h = TJSCALED(height, factor);
-    if (w >= min_width && h >= min_height && w < out_width) {
-      out_width = w;
-      out_height = h;
-    }
-  }
+  const int out_width = width, out_height = height;
   Image image{out_width, out_height, channels,
               std::vector<std::uint8_t>(static_cast<std::size_t>(out_width) * out_height * channels)};
   if (tjDecompress2(handle, jpeg_data(bytes), bytes.size(), image.pixels.data(), out_width, 0, out_height,
@@ -243,13 +228,12 @@ ImageSize read_image_size(std::string_view bytes, const std::string& name) {
   fail(ExitCode::data, "{}: neither PNG nor JPEG", name);
 }
 
-Image decode_image(std::string_view bytes, const std::string& name, int channels, int min_width,
-                   int min_height) {
+Image decode_image(std::string_view bytes, const std::string& name, int channels) {
   switch (sniff_image(bytes)) {
     case ImageType::png:
       return decode_png(bytes, name, channels);
     case ImageType::jpeg:
-      return decode_jpeg(bytes, name, channels, min_width, min_height);
+      return decode_jpeg(bytes, name, channels);
     case ImageType::unknown:
       break;
   }

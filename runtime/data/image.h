@@ -1,5 +1,6 @@
-// Image files in memory: PNG (libpng's simplified API) and JPEG (TurboJPEG, with DCT-domain scaling),
-// decoded to 8-bit interleaved pixels. No LibTorch here, so tools and tests can use it cheaply.
+// Image files in memory: PNG (libpng's simplified API) and JPEG (libjpeg-turbo: TurboJPEG for whole images,
+// its libjpeg API for DCT-scaled, cropped decoding), decoded to 8-bit interleaved pixels. No LibTorch here,
+// so tools and tests can use it cheaply.
 #pragma once
 
 #include <cstdint>
@@ -42,10 +43,8 @@ struct ImageSize {
 ImageSize read_image_size(std::string_view bytes, const std::string& name);
 
 // Decodes to `channels` (1 or 3): gray is replicated, colour becomes ITU-R 601 luma, alpha is dropped
-// (as PIL's convert does). A JPEG is decoded at the smallest DCT scaling factor (1/8 .. 1) whose result
-// is still at least `min_width` x `min_height`; 0 asks for full size. Throws tp::Error (data) naming `name`.
-Image decode_image(std::string_view bytes, const std::string& name, int channels, int min_width = 0,
-                   int min_height = 0);
+// (as PIL's convert does). JPEG through TurboJPEG. Throws tp::Error (data) naming `name`.
+Image decode_image(std::string_view bytes, const std::string& name, int channels);
 
 // The part of an image decoded for one crop (possibly DCT-scaled and cropped); `box` is the requested region
 // in `image`'s pixel coordinates.

@@ -104,20 +104,20 @@ TEST(Jpeg, DecodeEqualsLibjpegTurbo) {
   }
 }
 
-TEST(Jpeg, ScalesInTheDctDomainToTheSmallestSufficientSize) {
+TEST(Jpeg, DecodesAtTheSmallestSimdScaleThatKeepsTheCrop) {
   TempDir dir;
   write_jpeg(dir / "a.jpg", pattern(500, 376, 3, 3), 90);
   const std::string bytes = read_file(dir / "a.jpg", ExitCode::data);
-  // 1/2 gives 250x188 (enough for 224 wide? no: 188 < 200), 5/8 gives 313x235.
-  const Image half = decode_image(bytes, "a.jpg", 3, 250, 188);
-  EXPECT_EQ(half.width, 250);
-  EXPECT_EQ(half.height, 188);
-  EXPECT_EQ(half.pixels, reference_jpeg(bytes, 3, 1, 2).pixels);
-  const Image five_eighths = decode_image(bytes, "a.jpg", 3, 200, 200);
-  EXPECT_EQ(five_eighths.width, 313);
-  EXPECT_EQ(five_eighths.height, 235);
-  EXPECT_EQ(decode_image(bytes, "a.jpg", 3, 1000, 1000).width, 500);  // never upscaled
-  EXPECT_EQ(decode_image(bytes, "a.jpg", 3).width, 500);
+  DecodedRegion part;
+  decode_for_resample(bytes, "a.jpg", 3, Box{0, 0, 500, 376}, 32, part);  // 1/8 is enough
+  EXPECT_EQ(part.image.width, 63);
+  EXPECT_EQ(part.image.height, 47);
+  EXPECT_EQ(part.image.pixels, reference_jpeg(bytes, 3, 1, 8).pixels);
+  EXPECT_DOUBLE_EQ(part.box.width, 63);
+  // 5/8 would keep 300 pixels, but only 1/8, 1/4 and 1/2 have SIMD inverse DCTs: full size.
+  decode_for_resample(bytes, "a.jpg", 3, Box{0, 0, 500, 376}, 300, part);
+  EXPECT_EQ(part.image.width, 500);
+  EXPECT_EQ(part.image.pixels, reference_jpeg(bytes, 3, 1, 1).pixels);
 }
 
 TEST(Jpeg, CroppedDecodeResamplesLikeTheFullDecode) {
@@ -131,7 +131,7 @@ TEST(Jpeg, CroppedDecodeResamplesLikeTheFullDecode) {
   EXPECT_LT(part.image.width, 250);
   EXPECT_LT(part.image.height, 188);
   EXPECT_DOUBLE_EQ(part.box.width, 100);
-  const Image full = decode_image(bytes, "a.jpg", 3, 250, 188);
+  const Image full = reference_jpeg(bytes, 3, 1, 2);
   ASSERT_EQ(full.width, 250);
   std::vector<float> cropped(3 * 64 * 64), reference(3 * 64 * 64);
   resample_normalized(part.image, part.box, 64, true, Normalization::unit(), cropped.data());
