@@ -3,60 +3,12 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
-#include <cmath>
-
 #include "common/error.h"
+#include "model/builtins.h"
+#include "model/layers.h"
 
 namespace tp::model {
 namespace {
-
-// Layers are TorchScript classes defined once in a shared compilation unit; each layer is an
-// instance with its own parameters. Parameter names follow torch.nn (weight, bias).
-class LayerFactory {
- public:
-  torch::jit::Module linear(std::int64_t in_features, std::int64_t out_features) {
-    // torch.nn.Linear's default initialisation: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
-    const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-    return instance(linear_type_, "Linear", R"(
-def forward(self, x):
-    return torch.linear(x, self.weight, self.bias)
-)",
-                    torch::empty({out_features, in_features}).uniform_(-bound, bound),
-                    torch::empty({out_features}).uniform_(-bound, bound));
-  }
-
-  torch::jit::Module conv3x3(std::int64_t in_channels, std::int64_t out_channels) {
-    const double bound = 1.0 / std::sqrt(static_cast<double>(in_channels * 9));
-    return instance(conv_type_, "Conv2d", R"(
-def forward(self, x):
-    return torch.conv2d(x, self.weight, self.bias, [1, 1], [1, 1])
-)",
-                    torch::empty({out_channels, in_channels, 3, 3}).uniform_(-bound, bound),
-                    torch::empty({out_channels}).uniform_(-bound, bound));
-  }
-
-  torch::jit::Module container(const std::string& name) {
-    return torch::jit::Module("__torch__.trainpoint." + name, unit_, true);
-  }
-
- private:
-  torch::jit::Module instance(c10::ClassTypePtr& type, const std::string& name, const std::string& source,
-                              torch::Tensor weight, torch::Tensor bias) {
-    const bool first = type == nullptr;
-    torch::jit::Module layer = first ? container(name) : torch::jit::Module(unit_, type);
-    layer.register_parameter("weight", weight, false);
-    layer.register_parameter("bias", bias, false);
-    if (first) {
-      layer.define(source);
-      type = layer.type();
-    }
-    return layer;
-  }
-
-  std::shared_ptr<torch::jit::CompilationUnit> unit_ = std::make_shared<torch::jit::CompilationUnit>();
-  c10::ClassTypePtr linear_type_;
-  c10::ClassTypePtr conv_type_;
-};
 
 std::int64_t element_count(const std::vector<std::int64_t>& shape) {
   std::int64_t count = 1;
@@ -66,7 +18,7 @@ std::int64_t element_count(const std::vector<std::int64_t>& shape) {
 
 torch::jit::Module mlp(const std::vector<std::int64_t>& hidden, const data::Schema& schema) {
   LayerFactory layers;
-  torch::jit::Module net = layers.container("MLP");
+  torch::jit::Module net = layers.module("MLP");
   std::int64_t width = element_count(schema.input_shape);
   std::string body = "def forward(self, x):\n    x = torch.flatten(x, 1)\n";
   for (std::size_t i = 0; i < hidden.size(); ++i) {
@@ -91,7 +43,7 @@ torch::jit::Module small_cnn(const data::Schema& schema) {
   const std::int64_t pooled = (schema.input_shape[1] / 4) * (schema.input_shape[2] / 4);
   if (pooled == 0) fail(ExitCode::model, "model.arch 'small_cnn' needs images of at least 4x4 pixels");
   LayerFactory layers;
-  torch::jit::Module net = layers.container("SmallCNN");
+  torch::jit::Module net = layers.module("SmallCNN");
   net.register_module("conv1", layers.conv3x3(channels, 32));
   net.register_module("conv2", layers.conv3x3(32, 64));
   net.register_module("fc1", layers.linear(64 * pooled, 128));
@@ -118,20 +70,60 @@ torch::jit::Module load_torchscript(const std::filesystem::path& file, const std
   }
 }
 
-}  // namespace
+std::filesystem::path in_repository(const std::filesystem::path& root, const std::string& path) {
+  return std::filesystem::path(path).is_absolute() ? std::filesystem::path(path) : root / path;
+}
 
-torch::jit::Module create(const spec::ModelSpec& spec, const data::Schema& schema, const std::filesystem::path& root,
-                          std::uint64_t seed) {
-  torch::manual_seed(seed);
-  if (!spec.torchscript.empty()) {
-    const std::filesystem::path file = std::filesystem::path(spec.torchscript).is_absolute()
-                                           ? std::filesystem::path(spec.torchscript)
-                                           : root / spec.torchscript;
-    return load_torchscript(file, spec.torchscript);
-  }
+torch::jit::Module build(const spec::ModelSpec& spec, const data::Schema& schema,
+                         const std::filesystem::path& root) {
+  if (!spec.torchscript.empty())
+    return load_torchscript(in_repository(root, spec.torchscript), spec.torchscript);
   if (spec.arch == "mlp") return mlp(spec.hidden, schema);
   if (spec.arch == "small_cnn") return small_cnn(schema);
+  if (spec.arch == "resnet18" || spec.arch == "resnet34" || spec.arch == "resnet50")
+    return resnet(spec.arch, schema);
+  if (spec.arch == "tabular") return tabular(spec.hidden, schema);
   fail(ExitCode::model, "model.arch '{}' is not a built-in architecture", spec.arch);
+}
+
+bool is_batch_norm(const torch::jit::Module& module) {
+  return module.type()->name()->name().find("BatchNorm") != std::string::npos;
+}
+
+}  // namespace
+
+torch::jit::Module create(const spec::ModelSpec& spec, const data::Schema& schema,
+                          const std::filesystem::path& root, std::uint64_t seed) {
+  torch::manual_seed(seed);
+  torch::jit::Module net = build(spec, schema, root);
+  if (!spec.weights.empty()) load_weights(net, in_repository(root, spec.weights), spec.weights);
+  return net;
+}
+
+std::vector<std::string> head_parameter_names(const torch::jit::Module& model) {
+  std::string head;
+  for (const auto& child : model.named_children()) {
+    if (child.value.parameters().size() > 0) head = child.name;
+  }
+  if (head.empty()) fail(ExitCode::model, "the model has no submodule with parameters to serve as its head");
+  std::vector<std::string> names;
+  for (const auto& parameter : model.attr(head).toModule().named_parameters()) {
+    names.push_back(head + "." + parameter.name);
+  }
+  return names;
+}
+
+void set_body_trainable(torch::jit::Module& model, bool trainable) {
+  const std::vector<std::string> head = head_parameter_names(model);
+  for (const auto& submodule : model.named_modules()) {
+    // Direct parameters only: each is visited once, with the module that owns it.
+    for (const auto& parameter : submodule.value.named_parameters(/*recurse=*/false)) {
+      const std::string name =
+          submodule.name.empty() ? parameter.name : submodule.name + "." + parameter.name;
+      const bool in_head = std::find(head.begin(), head.end(), name) != head.end();
+      parameter.value.set_requires_grad(trainable || in_head || is_batch_norm(submodule.value));
+    }
+  }
 }
 
 }  // namespace tp::model

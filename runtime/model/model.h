@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "data/dataset.h"
 #include "spec/spec.h"
@@ -13,8 +15,28 @@
 namespace tp::model {
 
 // Builds `spec.arch` for data of `schema`, initialised from `seed`, or loads `spec.torchscript`
-// (relative to `root`). Throws tp::Error (ExitCode::model) naming the file or the mismatch.
-torch::jit::Module create(const spec::ModelSpec& spec, const data::Schema& schema, const std::filesystem::path& root,
-                          std::uint64_t seed);
+// (relative to `root`), then copies in `spec.weights` when set: a TorchScript module, a state dict
+// saved by Python's torch.save (a dict of tensors, or one under "model" or "state_dict") or a
+// trainpoint checkpoint. Every parameter and buffer of the model must be found there with its shape
+// and no other tensor may be left over; only the head's (head_parameter_names) may differ in shape
+// (another number of classes): they keep their fresh values, with a log line.
+// Throws tp::Error (ExitCode::model) naming the file, the missing, unexpected or mismatched keys.
+torch::jit::Module create(const spec::ModelSpec& spec, const data::Schema& schema,
+                          const std::filesystem::path& root, std::uint64_t seed);
+
+// Transfer learning (fastai's fine_tune): the head is the last top-level submodule that has
+// parameters: `fc` of the ResNets, `head` of mlp and tabular, `fc2` of small_cnn, the last child of a
+// user's TorchScript module (`fc` of torchvision's models, `1` of a fastai Sequential(body, head)).
+// Returns its parameters' names as named_parameters() gives them (e.g. "fc.weight", "fc.bias"), so the
+// training loop can put them in their own optimizer group. Throws tp::Error (model) when the model
+// has no submodule with parameters.
+std::vector<std::string> head_parameter_names(const torch::jit::Module& model);
+
+// trainable = false freezes the body: requires_grad becomes false for every parameter outside the
+// head, except the weight and bias of BatchNorm layers, which keep training as in fastai's freeze
+// (train_bn=True). trainable = true unfreezes everything. Running statistics follow train()/eval()
+// as usual. Parameters keep their identity, so an optimizer built before stays valid (frozen ones
+// get no gradient and are skipped by SGD and Adam(W)).
+void set_body_trainable(torch::jit::Module& model, bool trainable);
 
 }  // namespace tp::model

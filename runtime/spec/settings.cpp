@@ -123,15 +123,26 @@ std::vector<Setting> declare_all() {
           .doc("Drop the samples that would not give every rank an equal share (otherwise shares are padded by "
                "repeating samples)."),
       // [model]
-      Declare("model.arch", &Spec::model, &ModelSpec::arch).optional().choices({"mlp", "small_cnn"})
+      Declare("model.arch", &Spec::model, &ModelSpec::arch).optional()
+          .choices({"mlp", "small_cnn", "resnet18", "resnet34", "resnet50", "tabular"})
           .doc("Built-in architecture. mlp: fully connected layers of `model.hidden` units on flattened inputs. "
                "small_cnn: two 3x3 convolutions with max pooling and two fully connected layers. "
+               "resnet18, resnet34, resnet50: torchvision's, with its parameter names (its weights load with "
+               "`model.weights`), the data's channels and classes. "
+               "tabular: fastai's tabular model for table_csv: categorical columns through embeddings (linear "
+               "layers on their one-hot columns), continuous ones through batch norm, then `model.hidden` layers "
+               "(linear, ReLU, batch norm) and the output layer. "
                "Set either this or `model.torchscript`."),
       Declare("model.torchscript", &Spec::model, &ModelSpec::torchscript).optional()
           .doc("Path in the repository of a TorchScript module (torch.jit.script(model).save(path)) to train "
                "instead of a built-in architecture."),
       Declare("model.hidden", &Spec::model, &ModelSpec::hidden).fallback(std::vector<std::int64_t>{128}).range(1, 65536)
-          .doc("mlp: the width of each hidden layer."),
+          .doc("mlp and tabular: the width of each hidden layer."),
+      Declare("model.weights", &Spec::model, &ModelSpec::weights).optional()
+          .doc("Path in the repository of initial weights: a TorchScript module, a state dict saved by Python "
+               "(torch.save(dict(model.state_dict()), path)) or a trainpoint checkpoint. Every parameter and "
+               "buffer must be there with the model's shape, except the last layer (the head), which keeps its "
+               "fresh initialisation when its shape differs (another number of classes)."),
       // [train]
       Declare("train.epochs", &Spec::train, &TrainSpec::epochs).fallback(5).range(1, 100000).doc("Passes over the training data."),
       Declare("train.batch_size", &Spec::train, &TrainSpec::batch_size).fallback(64).range(1, 65536)

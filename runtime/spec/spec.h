@@ -39,6 +39,7 @@ struct ModelSpec {
   std::string arch;         // built-in architecture, or empty when `torchscript` is set
   std::string torchscript;  // path in the repository of a TorchScript module
   std::vector<std::int64_t> hidden;
+  std::string weights;  // path in the repository of initial weights (TorchScript, state dict or checkpoint)
 };
 
 struct TrainSpec {

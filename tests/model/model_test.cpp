@@ -26,7 +26,9 @@ data::Schema schema(std::vector<std::int64_t> input_shape, std::int64_t outputs,
   return schema;
 }
 
-data::Schema image_schema() { return schema({3, 32, 32}, 4, true); }
+data::Schema image_schema() {
+  return schema({3, 32, 32}, 4, true);
+}
 
 std::vector<std::string> parameter_names(const torch::jit::Module& module) {
   std::vector<std::string> names;
@@ -36,8 +38,9 @@ std::vector<std::string> parameter_names(const torch::jit::Module& module) {
 
 TEST(Model, SmallCnnHasTorchNamesAndOutputShape) {
   auto net = create(arch("small_cnn"), image_schema(), ".", 1);
-  EXPECT_EQ(parameter_names(net), (std::vector<std::string>{"conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",
-                                                            "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}));
+  EXPECT_EQ(parameter_names(net),
+            (std::vector<std::string>{"conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",
+                                      "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}));
   const auto output = net.forward({torch::randn({5, 3, 32, 32})}).toTensor();
   EXPECT_EQ(output.sizes(), (std::vector<std::int64_t>{5, 4}));
   EXPECT_EQ(net.attr("fc1").toModule().attr("weight").toTensor().size(1), 64 * 8 * 8);
@@ -45,8 +48,8 @@ TEST(Model, SmallCnnHasTorchNamesAndOutputShape) {
 
 TEST(Model, MlpFlattensInputs) {
   auto net = create(arch("mlp"), schema({7}, 1, false), ".", 1);
-  EXPECT_EQ(parameter_names(net),
-            (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "head.weight", "head.bias"}));
+  EXPECT_EQ(parameter_names(net), (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight",
+                                                            "fc2.bias", "head.weight", "head.bias"}));
   EXPECT_EQ(net.forward({torch::randn({3, 7})}).toTensor().sizes(), (std::vector<std::int64_t>{3, 1}));
 }
 
@@ -54,7 +57,9 @@ TEST(Model, SameSeedSameWeightsOtherSeedOtherWeights) {
   auto a = create(arch("small_cnn"), image_schema(), ".", 7);
   auto b = create(arch("small_cnn"), image_schema(), ".", 7);
   auto c = create(arch("small_cnn"), image_schema(), ".", 8);
-  const auto weight = [](const torch::jit::Module& m) { return m.attr("conv1").toModule().attr("weight").toTensor(); };
+  const auto weight = [](const torch::jit::Module& m) {
+    return m.attr("conv1").toModule().attr("weight").toTensor();
+  };
   EXPECT_TRUE(torch::equal(weight(a), weight(b)));
   EXPECT_FALSE(torch::equal(weight(a), weight(c)));
 }
@@ -100,7 +105,8 @@ TEST(Model, MissingOrBadTorchScriptIsAModelError) {
   } catch (const Error& error) {
     EXPECT_EQ(error.code(), ExitCode::model);
     EXPECT_NE(std::string(error.what()).find("is not a TorchScript module"), std::string::npos);
-    EXPECT_EQ(std::string(error.what()).find("Exception raised from"), std::string::npos) << "no C++ stack trace";
+    EXPECT_EQ(std::string(error.what()).find("Exception raised from"), std::string::npos)
+        << "no C++ stack trace";
   }
 }
 
@@ -111,11 +117,67 @@ TEST(Model, PythonTorchLoadsTheSavedBuiltin) {
   net.save((dir / "net.pt").string());
   const auto input = torch::ones({1, 3, 32, 32});
   const float expected = net.forward({input}).toTensor()[0][0].item<float>();
-  const auto result = testing::run_command(
-      "/usr/bin/python3 -c \"import torch; m = torch.jit.load('" + (dir / "net.pt").string() +
-      "'); print('%.6f' % m(torch.ones(1, 3, 32, 32))[0][0].item())\"");
+  const auto result = testing::run_command("/usr/bin/python3 -c \"import torch; m = torch.jit.load('" +
+                                           (dir / "net.pt").string() +
+                                           "'); print('%.6f' % m(torch.ones(1, 3, 32, 32))[0][0].item())\"");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NEAR(std::stod(result.output), expected, 1e-5);
+}
+
+data::Schema table_schema() {
+  data::Schema table = schema({7}, 3, true);
+  table.feature_names = {"age", "color=blue", "color=red", "income", "city=a", "city=b", "city=c"};
+  return table;
+}
+
+TEST(Model, TabularEmbedsEachCategoricalColumnAndNormalizesTheContinuousOnes) {
+  auto net = create(arch("tabular"), table_schema(), ".", 1);
+  std::vector<std::string> shapes;
+  for (const auto& parameter : net.named_parameters()) {
+    shapes.push_back(fmt::format("{} [{}]", parameter.name, fmt::join(parameter.value.sizes(), ", ")));
+  }
+  // fastai's embedding sizes: round(1.6 * (levels + 1)^0.56): 3 for color, 3 for city.
+  EXPECT_EQ(shapes, (std::vector<std::string>{
+                        "embeds.0.weight [3, 2]", "embeds.1.weight [3, 3]", "bn_cont.weight [2]",
+                        "bn_cont.bias [2]", "layers.0.linear.weight [32, 8]", "layers.0.bn.weight [32]",
+                        "layers.0.bn.bias [32]", "layers.1.linear.weight [16, 32]", "layers.1.bn.weight [16]",
+                        "layers.1.bn.bias [16]", "head.weight [3, 16]", "head.bias [3]"}));
+  EXPECT_EQ(head_parameter_names(net), (std::vector<std::string>{"head.weight", "head.bias"}));
+}
+
+TEST(Model, TabularReadsEachFeatureFromItsColumn) {
+  auto net = create(arch("tabular"), table_schema(), ".", 1);
+  net.train();
+  auto input = torch::randn({4, 7}).requires_grad_();
+  net.forward({input}).toTensor().pow(2).sum().backward();
+  // Every feature reaches the output, through its embedding or the continuous batch norm.
+  EXPECT_TRUE((input.grad().abs().sum(0) > 0).all().item<bool>());
+  EXPECT_EQ(net.attr("bn_cont").toModule().attr("num_batches_tracked").toTensor().item<std::int64_t>(), 1);
+}
+
+TEST(Model, TabularWithoutCategoriesAndPythonLoadsIt) {
+  data::Schema table = schema({2}, 1, false);
+  table.feature_names = {"a", "b"};
+  testing::TempDir dir;
+  auto net = create(arch("tabular"), table, ".", 1);
+  net.eval();
+  net.save((dir / "net.pt").string());
+  const float expected = net.forward({torch::ones({1, 2})}).toTensor()[0][0].item<float>();
+  const auto result = testing::run_command(
+      "/usr/bin/python3 -c \"import torch; m = torch.jit.load('" + (dir / "net.pt").string() +
+      "'); m.eval(); print('%.6f' % m(torch.ones(1, 2))[0][0].item())\"");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NEAR(std::stod(result.output), expected, 1e-5);
+}
+
+TEST(Model, TabularNeedsNamedFeatures) {
+  try {
+    create(arch("tabular"), image_schema(), ".", 1);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::model);
+    EXPECT_NE(std::string(error.what()).find("needs table_csv data"), std::string::npos);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,23 @@
+// The built-in architectures and weight loading behind model::create. Internal to tp_model.
+#pragma once
+
+#include <torch/csrc/jit/api/module.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace tp::model {
+
+// resnet18 | resnet34 | resnet50, as torchvision's, for images of schema.input_shape[0] channels.
+torch::jit::Module resnet(const std::string& arch, const data::Schema& schema);
+
+// fastai's tabular model on table_csv features: see tabular.cpp.
+torch::jit::Module tabular(const std::vector<std::int64_t>& hidden, const data::Schema& schema);
+
+// Copies the tensors of `file` (shown as `as_named`) into `model`: see model.h (model.weights).
+void load_weights(torch::jit::Module& model, const std::filesystem::path& file, const std::string& as_named);
+
+}  // namespace tp::model
