@@ -14,6 +14,12 @@ torch::Tensor default_uniform(std::vector<std::int64_t> shape, std::int64_t fan_
   return torch::empty(shape).uniform_(-bound, bound);
 }
 
+// As torch.nn.Parameter: a leaf that requires grad.
+void add_parameter(torch::jit::Module& layer, const std::string& name, const torch::Tensor& value) {
+  value.set_requires_grad(true);
+  layer.register_parameter(name, value, /*is_buffer=*/false);
+}
+
 }  // namespace
 
 torch::jit::Module LayerFactory::module(const std::string& name) {
@@ -33,8 +39,8 @@ void LayerFactory::define(torch::jit::Module& module, const std::string& source)
 
 torch::jit::Module LayerFactory::linear(std::int64_t in_features, std::int64_t out_features) {
   torch::jit::Module layer = module("Linear");
-  layer.register_parameter("weight", default_uniform({out_features, in_features}, in_features), false);
-  layer.register_parameter("bias", default_uniform({out_features}, in_features), false);
+  add_parameter(layer, "weight", default_uniform({out_features, in_features}, in_features));
+  add_parameter(layer, "bias", default_uniform({out_features}, in_features));
   define(layer, R"(
 def forward(self, x):
     return torch.linear(x, self.weight, self.bias)
@@ -44,7 +50,7 @@ def forward(self, x):
 
 torch::jit::Module LayerFactory::linear_without_bias(std::int64_t in_features, std::int64_t out_features) {
   torch::jit::Module layer = module("LinearWithoutBias");
-  layer.register_parameter("weight", default_uniform({out_features, in_features}, in_features), false);
+  add_parameter(layer, "weight", default_uniform({out_features, in_features}, in_features));
   define(layer, R"(
 def forward(self, x):
     return torch.linear(x, self.weight)
@@ -54,9 +60,8 @@ def forward(self, x):
 
 torch::jit::Module LayerFactory::conv3x3(std::int64_t in_channels, std::int64_t out_channels) {
   torch::jit::Module layer = module("Conv2d");
-  layer.register_parameter("weight", default_uniform({out_channels, in_channels, 3, 3}, in_channels * 9),
-                           false);
-  layer.register_parameter("bias", default_uniform({out_channels}, in_channels * 9), false);
+  add_parameter(layer, "weight", default_uniform({out_channels, in_channels, 3, 3}, in_channels * 9));
+  add_parameter(layer, "bias", default_uniform({out_channels}, in_channels * 9));
   define(layer, R"(
 def forward(self, x):
     return torch.conv2d(x, self.weight, self.bias, [1, 1], [1, 1])
@@ -69,7 +74,7 @@ torch::jit::Module LayerFactory::conv_without_bias(std::int64_t in_channels, std
                                                    std::int64_t padding) {
   torch::jit::Module layer = module("Conv2dWithoutBias");
   const double std = std::sqrt(2.0 / static_cast<double>(out_channels * kernel * kernel));
-  layer.register_parameter("weight", torch::randn({out_channels, in_channels, kernel, kernel}) * std, false);
+  add_parameter(layer, "weight", torch::randn({out_channels, in_channels, kernel, kernel}) * std);
   // Stride and padding are per instance, so one class serves every convolution of a network.
   const auto ints = c10::ListType::ofInts();
   layer.register_attribute("stride", ints, c10::List<std::int64_t>({stride, stride}));
@@ -83,8 +88,8 @@ def forward(self, x):
 
 torch::jit::Module LayerFactory::batch_norm(std::int64_t features) {
   torch::jit::Module layer = module("BatchNorm");
-  layer.register_parameter("weight", torch::ones({features}), false);
-  layer.register_parameter("bias", torch::zeros({features}), false);
+  add_parameter(layer, "weight", torch::ones({features}));
+  add_parameter(layer, "bias", torch::zeros({features}));
   layer.register_buffer("running_mean", torch::zeros({features}));
   layer.register_buffer("running_var", torch::ones({features}));
   layer.register_buffer("num_batches_tracked", torch::zeros({}, torch::kLong));

@@ -155,6 +155,24 @@ TEST(ModelResNet, TrainingModeUpdatesRunningStatistics) {
   EXPECT_EQ(bn.attr("num_batches_tracked").toTensor().item<std::int64_t>(), 1);
 }
 
+TEST(ModelResNet, FitsASmallBatch) {
+  auto net = create(arch("resnet18"), images(3, 4), ".", 1);
+  net.train();
+  std::vector<torch::Tensor> parameters;
+  for (const auto& parameter : net.parameters()) parameters.push_back(parameter);
+  torch::optim::Adam optimizer(parameters, torch::optim::AdamOptions(1e-3));
+  const auto inputs = torch::randn({8, 3, 32, 32});
+  const auto targets = torch::arange(8) % 4;
+  const auto loss = [&] { return torch::cross_entropy_loss(net.forward({inputs}).toTensor(), targets); };
+  const double first = loss().item<double>();
+  for (int step = 0; step < 15; ++step) {
+    optimizer.zero_grad();
+    loss().backward();
+    optimizer.step();
+  }
+  EXPECT_LT(loss().item<double>(), first / 4);
+}
+
 TEST(ModelResNet, PythonLoadsTheSavedModelIntoTorchvision) {
   testing::TempDir dir;
   auto net = create(arch("resnet34"), images(3, 10), ".", 4);
