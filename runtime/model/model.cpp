@@ -3,6 +3,8 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "model/builtins.h"
 #include "model/layers.h"
