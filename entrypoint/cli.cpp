@@ -16,6 +16,8 @@ Commands:
   check      validate a spec and print it resolved, with where each value came from
   version    print trainpoint's version and the libraries it was built with
   spec-reference  print the reference of every spec setting (docs/spec.md)
+  render-job print a Kubernetes PyTorchJob (or TrainJob) running --spec of --repo at --ref
+  s3 ls|cp|sync   list and copy S3 objects with trainpoint's client (trainpoint s3 --help)
 
 Every option can also be set with an environment variable, for example TRAINPOINT_REPO,
 TRAINPOINT_REF, TRAINPOINT_SPEC, TRAINPOINT_WORKDIR, TRAINPOINT_SET (several key=value
@@ -32,8 +34,10 @@ Command command_named(const std::string& name) {
   if (name == "check") return Command::check;
   if (name == "version") return Command::version;
   if (name == "spec-reference") return Command::spec_reference;
+  if (name == "s3") return Command::s3;
+  if (name == "render-job") return Command::render_job;
   if (name == "help" || name == "--help" || name == "-h") return Command::help;
-  fail(ExitCode::usage, "unknown command '{}': expected run, check, version or spec-reference (see trainpoint --help)",
+  fail(ExitCode::usage, "unknown command '{}': expected run, check, version, spec-reference, s3 or render-job (see trainpoint --help)",
        name);
 }
 
@@ -84,12 +88,36 @@ Options parse(int argc, char** argv) {
       ("log-format", "text or json (env TRAINPOINT_LOG_FORMAT)", cxxopts::value<std::string>())
       ("log-level", "trace, debug, info, warn or error (env TRAINPOINT_LOG_LEVEL)", cxxopts::value<std::string>())
       ("h,help", "show this help");
+  // render-job's flags; each one sets the [k8s] key of the same name (docs/guide.md).
+  parser.add_options("render-job")
+      ("kind", "pytorchjob or trainjob", cxxopts::value<std::string>())
+      ("name", "the job's name in Kubernetes (default: job.name)", cxxopts::value<std::string>())
+      ("namespace", "the namespace", cxxopts::value<std::string>())
+      ("image", "the trainpoint image", cxxopts::value<std::string>())
+      ("workers", "pods (nodes) in the job", cxxopts::value<std::string>())
+      ("gpus", "GPUs per pod, one process each", cxxopts::value<std::string>())
+      ("cpu", "CPU per pod, such as 8", cxxopts::value<std::string>())
+      ("memory", "memory per pod, such as 32Gi", cxxopts::value<std::string>())
+      ("shm-size", "size limit of /dev/shm", cxxopts::value<std::string>())
+      ("scratch", "node directory for checkouts and caches", cxxopts::value<std::string>())
+      ("secret", "Secret holding TRAINPOINT_GIT_TOKEN / AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY",
+       cxxopts::value<std::string>())
+      ("vault-role", "Vault role for the platform's Vault agent", cxxopts::value<std::string>())
+      ("vault-tenant", "MinIO tenant of the Vault secret", cxxopts::value<std::string>())
+      ("vault-path", "Vault path of the MinIO keys", cxxopts::value<std::string>())
+      ("checkout", "local working tree of --repo to read --spec from (default: .)", cxxopts::value<std::string>())
+      ("o,output", "write the manifest to this file instead of stdout", cxxopts::value<std::string>());
 
   Options options;
   options.help_text = parser.help();
   if (argc < 2) return options;
   options.command = command_named(argv[1]);
   options.arguments.assign(argv + 1, argv + argc);
+  if (options.command == Command::s3) {
+    // The s3 command parses its own words (docs/s3.md).
+    options.s3_arguments.assign(argv + 2, argv + argc);
+    return options;
+  }
 
   cxxopts::ParseResult parsed;
   try {
@@ -153,7 +181,26 @@ Options parse(int argc, char** argv) {
     options.log_level = level;
   }
 
-  const bool needs_spec = options.command == Command::run || options.command == Command::check;
+  // Flags become TOML assignments: numbers as they are, everything else as a quoted string.
+  const std::vector<std::pair<const char*, const char*>> k8s_flags{
+      {"kind", "kind"}, {"name", "name"}, {"namespace", "namespace"}, {"image", "image"}, {"workers", "workers"},
+      {"gpus", "gpus_per_worker"}, {"cpu", "cpu"}, {"memory", "memory"}, {"shm-size", "shm_size"},
+      {"scratch", "scratch"}, {"secret", "secret"}, {"vault-role", "vault_role"}, {"vault-tenant", "vault_tenant"},
+      {"vault-path", "vault_path"}};
+  for (const auto& [flag, key] : k8s_flags) {
+    if (!parsed.count(flag)) continue;
+    const std::string value = parsed[flag].as<std::string>();
+    const bool number = std::string(flag) == "workers" || std::string(flag) == "gpus";
+    if (!number && value.find_first_of("\"\\\n") != std::string::npos) {
+      fail(ExitCode::usage, "--{}: '{}' holds a quote, backslash or newline", flag, value);
+    }
+    options.k8s_overrides.push_back(std::string("k8s.") + key + "=" + (number ? value : "\"" + value + "\""));
+  }
+  options.checkout = parsed.count("checkout") ? parsed["checkout"].as<std::string>() : ".";
+  if (parsed.count("output")) options.manifest_file = parsed["output"].as<std::string>();
+
+  const bool needs_spec = options.command == Command::run || options.command == Command::check ||
+                          options.command == Command::render_job;
   if (needs_spec && options.spec.empty()) {
     fail(ExitCode::usage, "--spec is required: the spec's path in the repository (or a local file without --repo)");
   }

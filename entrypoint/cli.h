@@ -10,7 +10,7 @@
 
 namespace tp::cli {
 
-enum class Command { run, check, version, spec_reference, help };
+enum class Command { run, check, version, spec_reference, s3, render_job, help };
 
 struct Options {
   Command command = Command::help;
@@ -25,6 +25,12 @@ struct Options {
   std::string log_level = "info";
   std::string help_text;
   std::vector<std::string> arguments;  // argv without the program name, to start workers with
+  // render-job: `k8s.*` spec overrides from its flags (they win over --set), the directory the spec
+  // is read from (a local working tree of --repo), and where the manifest goes (empty: stdout).
+  std::vector<std::string> k8s_overrides;
+  std::string checkout;
+  std::string manifest_file;
+  std::vector<std::string> s3_arguments;  // `trainpoint s3 ...`: the words after "s3"
 };
 
 // Throws tp::Error (ExitCode::usage) with a message naming the bad option.

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <thread>
 #include <iostream>
 
@@ -15,7 +16,11 @@
 #include "dist/topology.h"
 #include "common/log.h"
 #include "git/checkout.h"
+#include "git/remote_url.h"
+#include "k8s/manifest.h"
 #include "model/model.h"
+#include "s3/command.h"
+#include "s3/stage.h"
 #include "spec/spec.h"
 #include "train/trainer.h"
 
@@ -44,7 +49,7 @@ SpecSource locate_spec(const cli::Options& options) {
     const fs::path file = fs::absolute(options.spec);
     return {file, file.parent_path(), ""};
   }
-  spdlog::info("fetching {} at {}", options.repo, options.ref.empty() ? "HEAD" : options.ref);
+  spdlog::info("fetching {} at {}", git::redacted_url(options.repo), options.ref.empty() ? "HEAD" : options.ref);
   git::CheckoutRequest request = options.git;
   request.url = options.repo;
   request.ref = options.ref;
@@ -65,9 +70,95 @@ int check(const cli::Options& options) {
   return 0;
 }
 
+bool is_s3(const std::string& source) { return source.rfind("s3://", 0) == 0; }
+
+// A directory holding exactly the staged objects (hard links into the cache), so that objects
+// cached by earlier runs or for other ranks of the node are not read as data.
+fs::path make_view(const s3::StagedData& staged, const fs::path& view) {
+  fs::remove_all(view);
+  for (const auto& object : staged.objects) {
+    const fs::path target = view / object.relative_path;
+    fs::create_directories(target.parent_path());
+    std::error_code error;
+    fs::create_hard_link(staged.root / object.relative_path, target, error);
+    if (error) fs::copy_file(staged.root / object.relative_path, target);
+  }
+  return view;
+}
+
+// Stages s3:// sources into the node's cache under the workdir and points the spec at the local
+// copy. The ranks of a node share the cache and one transfer (the stager locks it).
+data::Datasets open_data(spec::DataSpec data_spec, const fs::path& root, const fs::path& workdir, std::uint64_t seed,
+                         const dist::Topology& topology, int rank) {
+  bool rank_share = false;
+  auto stage = [&](std::string& source, bool shard, const char* view_name) {
+    if (!is_s3(source)) return;
+    s3::StageRequest request;
+    request.source = source;
+    request.destination = workdir / "cache" / "s3";
+    request.rank = rank;
+    request.world_size = topology.world_size();
+    request.local_rank = topology.local_rank.value_or(0);
+    request.local_world_size = topology.nproc_per_node;
+    request.sharding = shard ? s3::Sharding::shard : s3::Sharding::all;
+    request.connection.endpoint = data_spec.endpoint;
+    request.connection.credentials_file = data_spec.credentials;
+    const s3::StagedData staged = s3::stage(request);
+    spdlog::info("staged {}: {} objects, {:.1f} MiB ({} downloaded, {} cached)", source, staged.objects.size(),
+                 static_cast<double>(staged.bytes) / (1 << 20), staged.downloaded, staged.cached);
+    source = make_view(staged, workdir / "data" / fmt::format("rank-{}", rank) / view_name).string();
+    rank_share = rank_share || shard;
+  };
+  const bool shard = data_spec.staging == "shard" && topology.world_size() > 1;
+  stage(data_spec.source, shard, "train");
+  stage(data_spec.valid_source, false, "valid");
+  data::Datasets data = data::open(data_spec, root, seed);
+  data.rank_share = rank_share;
+  return data;
+}
+
 std::string choose_backend(const spec::DistSpec& spec) {
   if (spec.backend != "auto") return spec.backend;
   return torch::cuda::is_available() ? "nccl" : "gloo";
+}
+
+// Command mode: the user's own program, once per local rank, started from the checkout with
+// torchrun's variables, so existing PyTorch code runs from git without a custom image.
+int run_user_command(const cli::Options& options, const SpecSource& source, const spec::Spec& spec,
+                     const dist::Topology& topology) {
+  dist::WorkerLaunch launch;
+  launch.program = spec.job.command.front();
+  launch.arguments.assign(spec.job.command.begin() + 1, spec.job.command.end());
+  launch.working_directory = source.root.string();
+  launch.topology = topology;
+  if (topology.rank) {
+    // A launcher already made this process one rank: the program runs once, as that rank.
+    launch.topology.nproc_per_node = 1;
+    launch.environment = {{"RANK", std::to_string(*topology.rank)},
+                          {"LOCAL_RANK", std::to_string(topology.local_rank.value_or(0))},
+                          {"WORLD_SIZE", std::to_string(topology.world_size())},
+                          {"LOCAL_WORLD_SIZE", std::to_string(topology.nproc_per_node)}};
+  }
+  const fs::path output_dir = fs::absolute(fs::path(options.workdir) / spec.job.output);
+  std::error_code error;
+  fs::create_directories(output_dir, error);
+  if (error) fail(ExitCode::output, "job.output: cannot create {}: {}", output_dir.string(), error.message());
+  launch.environment["TRAINPOINT_OUTPUT_DIR"] = output_dir.string();
+  if (!spec.data.source.empty()) {
+    if (spec.data.source.find("://") != std::string::npos) {
+      fail(ExitCode::spec, "data.source '{}': command mode passes only a local directory as TRAINPOINT_DATA_DIR",
+           spec.data.source);
+    }
+    const fs::path data_dir = fs::absolute(source.root / spec.data.source).lexically_normal();
+    if (!fs::exists(data_dir)) {
+      fail(ExitCode::data, "data.source: {} does not exist in the repository or on local disk", data_dir.string());
+    }
+    launch.environment["TRAINPOINT_DATA_DIR"] = data_dir.string();
+  }
+  spdlog::info("command mode: running '{}' from {} as {} worker(s) ({} convention, node {} of {})",
+               fmt::join(spec.job.command, " "), source.root.string(), launch.topology.nproc_per_node,
+               topology.convention, topology.node_rank, topology.nnodes);
+  return dist::run_workers(launch);
 }
 
 int run(const cli::Options& options) {
@@ -77,6 +168,7 @@ int run(const cli::Options& options) {
   const int devices = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
   const dist::Topology topology =
       dist::read_topology(dist::process_environment, static_cast<int>(spec.dist.nproc_per_node), devices);
+  if (!spec.job.command.empty()) return run_user_command(options, source, spec, topology);
 
   if (!topology.rank && topology.nproc_per_node > 1) {
     // This process is the node: it has cloned once; the workers reuse its checkout.
@@ -97,7 +189,7 @@ int run(const cli::Options& options) {
 
   const fs::path output_dir = fs::absolute(fs::path(options.workdir) / spec.job.output);
   const auto seed = static_cast<std::uint64_t>(spec.job.seed);
-  const data::Datasets data = data::open(spec.data, source.root, seed);
+  const data::Datasets data = open_data(spec.data, source.root, fs::absolute(options.workdir), seed, topology, rank);
   torch::jit::Module model = model::create(spec.model, data.schema, source.root, seed);
 
   std::unique_ptr<dist::Communicator> communicator;
@@ -114,10 +206,58 @@ int run(const cli::Options& options) {
     communicator = dist::connect(group);
   }
 
-  const train::RunOrigin origin{options.repo, options.ref, source.commit, options.spec, spec::describe(loaded)};
+  const train::RunOrigin origin{git::redacted_url(options.repo), options.ref, source.commit, options.spec,
+                                spec::describe(loaded)};
   const train::FitResult result = train::fit(model, data, spec, *communicator, output_dir, origin);
   if (rank == 0) spdlog::info("done: train_loss {:.4f}, valid_loss {:.4f}, accuracy {:.4f}; outputs in {}", result.last.train_loss,
                result.last.valid_loss, result.last.valid_accuracy, output_dir.string());
+  return 0;
+}
+
+// The spec is read from the local working tree (--checkout) and validated, so a broken spec is
+// found before the job is submitted; --set values other than k8s.* travel to the job.
+int render_job(const cli::Options& options) {
+  std::vector<std::string> overrides = options.overrides;
+  overrides.insert(overrides.end(), options.k8s_overrides.begin(), options.k8s_overrides.end());
+  const spec::LoadedSpec loaded = spec::load_file(fs::path(options.checkout) / options.spec, overrides, options.spec);
+  const spec::Spec& spec = loaded.spec;
+  const spec::K8sSpec& k8s = spec.k8s;
+
+  k8s::JobRequest request;
+  request.kind = k8s.kind == "trainjob" ? k8s::Kind::trainjob : k8s::Kind::pytorchjob;
+  request.name = k8s.name.empty() ? spec.job.name : k8s.name;
+  request.name_space = k8s.name_space;
+  request.image = k8s.image;
+  request.workers = static_cast<int>(k8s.workers);
+  request.gpus_per_worker = static_cast<int>(k8s.gpus_per_worker);
+  request.nproc_per_node = request.gpus_per_worker > 0 ? request.gpus_per_worker
+                                                       : std::max(1, static_cast<int>(spec.dist.nproc_per_node));
+  request.cpu = k8s.cpu;
+  request.memory = k8s.memory;
+  request.shm_size = k8s.shm_size;
+  request.scratch = k8s.scratch;
+  request.backoff_limit = static_cast<int>(k8s.backoff_limit);
+  request.repo = git::redacted_url(options.repo);
+  request.ref = options.ref;
+  request.spec = options.spec;
+  for (const auto& item : options.overrides) {
+    if (item.rfind("k8s.", 0) != 0) request.overrides.push_back(item);
+  }
+  request.secret = k8s.secret;
+  request.vault_role = k8s.vault_role;
+  request.vault_tenant = k8s.vault_tenant;
+  request.vault_path = k8s.vault_path;
+  const std::string manifest = k8s::render(request);
+
+  if (options.manifest_file.empty()) {
+    std::cout << manifest;
+    return 0;
+  }
+  std::ofstream out(options.manifest_file);
+  out << manifest;
+  if (!out.flush()) fail(ExitCode::output, "cannot write the manifest to {}", options.manifest_file);
+  spdlog::info("wrote {} ({} pod(s), {} process(es) each)", options.manifest_file, request.workers,
+               request.nproc_per_node);
   return 0;
 }
 
@@ -138,7 +278,9 @@ int execute(const cli::Options& options) {
     case cli::Command::check: return check(options);
     case cli::Command::version: return version();
     case cli::Command::spec_reference: std::cout << spec::markdown_reference(); return 0;
+    case cli::Command::s3: return s3::run_s3_command(options.s3_arguments);
     case cli::Command::run: return run(options);
+    case cli::Command::render_job: return render_job(options);
     case cli::Command::help: std::cout << options.help_text; return 0;
   }
   return 0;

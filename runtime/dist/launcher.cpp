@@ -22,10 +22,11 @@ void remember_signal(int signal_number) { received_signal = signal_number; }
 int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
 pid_t start_worker(const WorkerLaunch& launch, int local_rank) {
-  std::vector<std::string> argv{"trainpoint"};
+  const bool self = launch.program.empty();
+  std::vector<std::string> argv{self ? "trainpoint" : launch.program};
   argv.insert(argv.end(), launch.arguments.begin(), launch.arguments.end());
   auto environment = worker_environment(launch.topology, local_rank);
-  environment.insert(launch.environment.begin(), launch.environment.end());
+  for (const auto& [name, value] : launch.environment) environment[name] = value;
 
   const pid_t pid = ::fork();
   if (pid < 0) fail(ExitCode::internal, "cannot start worker {}: fork failed: {}", local_rank, std::strerror(errno));
@@ -33,12 +34,23 @@ pid_t start_worker(const WorkerLaunch& launch, int local_rank) {
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGINT, SIG_DFL);
     for (const auto& [name, value] : environment) ::setenv(name.c_str(), value.c_str(), 1);
+    if (!launch.working_directory.empty() && ::chdir(launch.working_directory.c_str()) != 0) {
+      std::fprintf(stderr, "cannot start worker %d: cannot enter %s: %s\n", local_rank,
+                   launch.working_directory.c_str(), std::strerror(errno));
+      std::_Exit(static_cast<int>(ExitCode::internal));
+    }
     std::vector<char*> raw;
     for (auto& argument : argv) raw.push_back(argument.data());
     raw.push_back(nullptr);
-    ::execv("/proc/self/exe", raw.data());
-    std::fprintf(stderr, "cannot start worker %d: exec failed: %s\n", local_rank, std::strerror(errno));
-    std::_Exit(static_cast<int>(ExitCode::internal));
+    if (self) {
+      ::execv("/proc/self/exe", raw.data());
+      std::fprintf(stderr, "cannot start worker %d: exec failed: %s\n", local_rank, std::strerror(errno));
+      std::_Exit(static_cast<int>(ExitCode::internal));
+    }
+    ::execvp(launch.program.c_str(), raw.data());
+    std::fprintf(stderr, "cannot start worker %d: cannot execute '%s': %s\n", local_rank, launch.program.c_str(),
+                 std::strerror(errno));
+    std::_Exit(static_cast<int>(ExitCode::spec));
   }
   return pid;
 }

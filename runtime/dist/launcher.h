@@ -11,13 +11,18 @@
 namespace tp::dist {
 
 struct WorkerLaunch {
-  std::vector<std::string> arguments;  // argv of each worker, without argv[0]: this binary is re-executed
+  // The program each worker runs, looked up in PATH like a shell does; empty: this binary is re-executed.
+  std::string program;
+  std::vector<std::string> arguments;  // argv of each worker, without argv[0]
+  std::string working_directory;       // empty: the launcher's own
   Topology topology;
-  std::map<std::string, std::string> environment;  // added to each worker's environment
+  // Added to each worker's environment; a name given here wins over worker_environment's.
+  std::map<std::string, std::string> environment;
   int stop_grace_seconds = 30;  // after SIGTERM, how long workers get to save a checkpoint before SIGKILL
 };
 
-// Runs the workers until all exit. SIGTERM and SIGINT are forwarded to them. When one fails, the
+// Runs the workers until all exit. A program that cannot be started exits 3 (ExitCode::spec: the
+// spec's job.command names it). SIGTERM and SIGINT are forwarded to them. When one fails, the
 // others are stopped, and its exit code is returned (so the pod exits in the failed worker's
 // class); 0 when all succeed.
 int run_workers(const WorkerLaunch& launch);

@@ -79,9 +79,26 @@ std::vector<Setting> declare_all() {
       Declare("job.output", &Spec::job, &JobSpec::output).fallback("output")
           .doc("Directory for checkpoints, metrics.jsonl, the final model and the run record. A relative path is "
                "taken from the working directory (--workdir)."),
+      Declare("job.command", &Spec::job, &JobSpec::command).fallback(std::vector<std::string>{})
+          .doc("Command mode: your own program and its arguments, for example [\"python3\", \"train.py\"], run from "
+               "the repository root once per local rank with torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, "
+               "LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), TRAINPOINT_DATA_DIR (the local `data.source`, when set) "
+               "and TRAINPOINT_OUTPUT_DIR (`job.output`). [data] and [model] become optional; [train] is ignored."),
       // [data]
       Declare("data.source", &Spec::data, &DataSpec::source)
-          .doc("Training data: a directory. A relative path is taken from the repository root. Required."),
+          .doc("Training data: a local directory or file (a relative path is taken from the repository root), or "
+               "s3://bucket/prefix, staged before training (see `data.staging`). Required unless `job.command` is set."),
+      Declare("data.staging", &Spec::data, &DataSpec::staging).fallback("all").choices({"all", "shard"})
+          .doc("s3:// sources: all (every node stages every object; the ranks of a node share one transfer and "
+               "cache) or shard (each rank stages and trains on only its share, balanced by bytes; every rank takes "
+               "as many steps as the smallest share allows)."),
+      Declare("data.endpoint", &Spec::data, &DataSpec::endpoint).optional()
+          .doc("s3:// sources: the S3 endpoint, such as http://minio.minio:9000. Unset: AWS_ENDPOINT_URL_S3, "
+               "AWS_ENDPOINT_URL, S3_ENDPOINT_URL or MINIO_URL, else AWS (docs/s3.md)."),
+      Declare("data.credentials", &Spec::data, &DataSpec::credentials).optional()
+          .doc("s3:// sources: a credentials file (shell `export` lines or JSON, as the Vault agent writes). Unset: "
+               "the chain in docs/s3.md (TRAINPOINT_S3_CREDENTIALS, the environment, /vault/secrets, ~/.aws, "
+               "anonymous)."),
       Declare("data.format", &Spec::data, &DataSpec::format).fallback("image_folder").choices({"image_folder", "image_csv", "table_csv"})
           .doc("image_folder: one subdirectory per class holding PNG or JPEG files. image_csv: a CSV file whose "
                "first column is an image path (relative to the file) and whose `data.target` column is the label. "
@@ -161,6 +178,17 @@ std::vector<Setting> declare_all() {
                "annealing to lr/1e5). cosine: linear warmup, then cosine decay to 0. constant: lr throughout."),
       Declare("train.warmup", &Spec::train, &TrainSpec::warmup).fallback(0.25).range(0.0, 0.9)
           .doc("Fraction of all steps spent warming up (one_cycle's pct_start; cosine's warmup)."),
+      Declare("train.lr_scaling", &Spec::train, &TrainSpec::lr_scaling).fallback("none").choices({"none", "linear"})
+          .doc("linear: multiply train.lr by the world size x train.accumulate (the linear scaling rule with "
+               "warmup, Goyal et al. 2017), so a larger global batch gets a larger step; the value is logged. "
+               "none: train.lr as written."),
+      Declare("train.accumulate", &Spec::train, &TrainSpec::accumulate).fallback(1).range(1, 1024)
+          .doc("Batches whose gradients are summed before one optimizer step (gradient accumulation); ranks "
+               "communicate once per step."),
+      Declare("train.clip_norm", &Spec::train, &TrainSpec::clip_norm).fallback(0.0).range(0.0, 1e6)
+          .doc("Clip the gradients' global norm to this after the all-reduce; 0 turns clipping off."),
+      Declare("train.label_smoothing", &Spec::train, &TrainSpec::label_smoothing).fallback(0.0).range(0.0, 0.5)
+          .doc("Classification: label smoothing of the cross-entropy loss."),
       // [dist]
       Declare("dist.backend", &Spec::dist, &DistSpec::backend).fallback("auto").choices({"auto", "gloo", "nccl"})
           .doc("Collective backend: auto picks nccl with CUDA and gloo otherwise."),
@@ -180,6 +208,42 @@ std::vector<Setting> declare_all() {
           .doc("Checkpoints kept; older ones are deleted."),
       Declare("checkpoint.resume", &Spec::checkpoint, &CheckpointSpec::resume).fallback("auto").choices({"auto", "never"})
           .doc("auto: continue from the newest valid checkpoint in the output directory. never: start afresh."),
+      // [k8s]
+      Declare("k8s.kind", &Spec::k8s, &K8sSpec::kind).fallback("pytorchjob").choices({"pytorchjob", "trainjob"})
+          .doc("render-job: a Kubeflow PyTorchJob (kubeflow.org/v1) or a Kubeflow Trainer v2 TrainJob."),
+      Declare("k8s.name", &Spec::k8s, &K8sSpec::name).optional()
+          .doc("render-job: the job's name in Kubernetes (lowercase letters, digits, '-'). Unset: `job.name`."),
+      Declare("k8s.namespace", &Spec::k8s, &K8sSpec::name_space).optional()
+          .doc("render-job: the namespace. Unset: the one kubectl uses."),
+      Declare("k8s.image", &Spec::k8s, &K8sSpec::image).optional()
+          .doc("render-job: the trainpoint image the pods run. Required by render-job (here or --image)."),
+      Declare("k8s.workers", &Spec::k8s, &K8sSpec::workers).fallback(1).range(1, 10000)
+          .doc("render-job: pods (nodes) in the job; the first is the master."),
+      Declare("k8s.gpus_per_worker", &Spec::k8s, &K8sSpec::gpus_per_worker).fallback(0).range(0, 64)
+          .doc("render-job: GPUs of each pod (nvidia.com/gpu), one training process each. 0: CPU, with "
+               "`dist.nproc_per_node` processes."),
+      Declare("k8s.cpu", &Spec::k8s, &K8sSpec::cpu).optional()
+          .doc("render-job: CPU requested and limited per pod, a Kubernetes quantity such as \"8\" or \"7500m\"."),
+      Declare("k8s.memory", &Spec::k8s, &K8sSpec::memory).optional()
+          .doc("render-job: memory requested and limited per pod, such as \"32Gi\" (includes /dev/shm)."),
+      Declare("k8s.shm_size", &Spec::k8s, &K8sSpec::shm_size).optional()
+          .doc("render-job: size limit of /dev/shm, a memory-backed emptyDir. Unset: no limit beyond `k8s.memory`."),
+      Declare("k8s.scratch", &Spec::k8s, &K8sSpec::scratch).optional()
+          .doc("render-job: a directory on the node (hostPath) for checkouts, git mirrors and staged data, kept "
+               "across pod restarts; it must be writable by the image's user (uid 1000). Unset: an emptyDir per pod."),
+      Declare("k8s.backoff_limit", &Spec::k8s, &K8sSpec::backoff_limit).fallback(3).range(0, 1000)
+          .doc("render-job: pod restarts after retryable failures (exit codes 128-255) before the job fails."),
+      Declare("k8s.secret", &Spec::k8s, &K8sSpec::secret).optional()
+          .doc("render-job: a Secret whose keys TRAINPOINT_GIT_TOKEN, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+               "(each optional) become the pods' environment. The manifest names the Secret, never its values."),
+      Declare("k8s.vault_role", &Spec::k8s, &K8sSpec::vault_role).optional()
+          .doc("render-job: the Vault role of the platform's Vault agent, which writes MinIO keys to "
+               "/vault/secrets/minio-<k8s.vault_tenant> (PyTorchJob only; with vault_tenant and vault_path)."),
+      Declare("k8s.vault_tenant", &Spec::k8s, &K8sSpec::vault_tenant).optional()
+          .doc("render-job: the MinIO tenant of the Vault secret, such as \"standard\"."),
+      Declare("k8s.vault_path", &Spec::k8s, &K8sSpec::vault_path).optional()
+          .doc("render-job: the Vault path holding accessKeyId and secretAccessKey, such as "
+               "\"minio_standard/keys/profile-team\"."),
   };
 }
 

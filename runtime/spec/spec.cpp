@@ -204,12 +204,15 @@ class Loader {
 
   LoadedSpec finish() {
     const Spec& spec = loaded_.spec;
+    // In command mode the user's program reads its own data and builds its own model.
+    const bool command_mode = !spec.job.command.empty();
     for (const auto& setting : settings()) {
+      if (command_mode && (setting.section() == "data" || setting.section() == "model")) continue;
       if (!setting.default_value && !setting.optional && !is_set(setting.read(spec))) {
         fail(ExitCode::spec, "{}: missing required key '{}': {}", source_name_, setting.key, setting.doc);
       }
     }
-    if (spec.model.arch.empty() == spec.model.torchscript.empty()) {
+    if (!command_mode && spec.model.arch.empty() == spec.model.torchscript.empty()) {
       if (spec.model.arch.empty()) {
         fail(ExitCode::spec, "{}: [model] needs 'model.arch' (a built-in architecture) or 'model.torchscript'",
              source_name_);

@@ -15,10 +15,14 @@ struct JobSpec {
   std::string name;
   std::int64_t seed;
   std::string output;
+  std::vector<std::string> command;  // command mode: the user's program, run once per local rank
 };
 
 struct DataSpec {
-  std::string source;
+  std::string source;        // a local path or s3://bucket/prefix
+  std::string staging;       // s3 sources: all | shard
+  std::string endpoint;      // s3 sources: the endpoint URL (empty: from the environment)
+  std::string credentials;   // s3 sources: a credentials file (empty: the credential chain)
   std::string format;        // image_folder | image_csv | table_csv
   double valid;              // held-out fraction of `source` when valid_source is empty
   std::string valid_source;  // separate validation data
@@ -51,6 +55,10 @@ struct TrainSpec {
   double weight_decay;
   std::string schedule;  // constant | one_cycle | cosine
   double warmup;         // fraction of the steps spent warming up (one_cycle's pct_start)
+  std::string lr_scaling;  // none | linear
+  std::int64_t accumulate;
+  double clip_norm;  // 0: off
+  double label_smoothing;
 };
 
 struct DistSpec {
@@ -67,6 +75,25 @@ struct CheckpointSpec {
   std::string resume;  // auto | never
 };
 
+// Kubernetes settings of `trainpoint render-job` (runtime/k8s); `run` ignores them.
+struct K8sSpec {
+  std::string kind;  // pytorchjob | trainjob
+  std::string name;  // empty: job.name
+  std::string name_space;
+  std::string image;
+  std::int64_t workers;
+  std::int64_t gpus_per_worker;
+  std::string cpu;
+  std::string memory;
+  std::string shm_size;
+  std::string scratch;
+  std::int64_t backoff_limit;
+  std::string secret;
+  std::string vault_role;
+  std::string vault_tenant;
+  std::string vault_path;
+};
+
 struct Spec {
   JobSpec job;
   DataSpec data;
@@ -74,6 +101,7 @@ struct Spec {
   TrainSpec train;
   DistSpec dist;
   CheckpointSpec checkpoint;
+  K8sSpec k8s;
 };
 
 // Where a resolved value came from: "default", "FILE:LINE:COL" or "--set".

@@ -33,8 +33,9 @@ std::vector<fs::path> list_checkpoints(const fs::path& directory) {
 TrainingPosition load_into(const fs::path& file, torch::jit::Module& model, torch::optim::Optimizer& optimizer) {
   torch::serialize::InputArchive archive;
   archive.load_from(file.string());
-  torch::Tensor epochs_done, step;
+  torch::Tensor epochs_done, batches_done, step;
   archive.read("position.epochs_done", epochs_done);
+  archive.read("position.batches_done", batches_done);
   archive.read("position.step", step);
   // Read everything before changing anything, so a bad archive leaves the model untouched.
   std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;
@@ -53,19 +54,22 @@ TrainingPosition load_into(const fs::path& file, torch::jit::Module& model, torc
   torch::NoGradGuard no_grad;
   for (auto& [target, saved] : copies) target.copy_(saved);
   optimizer.load(optimizer_archive);
-  return {epochs_done.item<std::int64_t>(), step.item<std::int64_t>()};
+  return {epochs_done.item<std::int64_t>(), batches_done.item<std::int64_t>(), step.item<std::int64_t>()};
 }
 
 }  // namespace
 
-fs::path checkpoint_path(const fs::path& directory, std::int64_t epochs_done) {
-  return directory / fmt::format("{}{:06d}{}", kPrefix, epochs_done, kSuffix);
+fs::path checkpoint_path(const fs::path& directory, const TrainingPosition& position) {
+  if (position.batches_done == 0) return directory / fmt::format("{}{:06d}{}", kPrefix, position.epochs_done, kSuffix);
+  return directory /
+         fmt::format("{}{:06d}_batch-{:06d}{}", kPrefix, position.epochs_done, position.batches_done, kSuffix);
 }
 
 void save_checkpoint(const fs::path& file, const torch::jit::Module& model, const torch::optim::Optimizer& optimizer,
                      const TrainingPosition& position) {
   torch::serialize::OutputArchive archive;
   archive.write("position.epochs_done", torch::tensor(position.epochs_done));
+  archive.write("position.batches_done", torch::tensor(position.batches_done));
   archive.write("position.step", torch::tensor(position.step));
   for (const auto& parameter : model.named_parameters()) archive.write("model." + parameter.name, parameter.value);
   for (const auto& buffer : model.named_buffers()) archive.write("buffer." + buffer.name, buffer.value);

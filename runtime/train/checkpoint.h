@@ -17,11 +17,14 @@ class Optimizer;
 namespace tp::train {
 
 struct TrainingPosition {
-  std::int64_t epochs_done = 0;  // complete epochs
-  std::int64_t step = 0;         // optimizer steps taken
+  std::int64_t epochs_done = 0;    // complete epochs
+  std::int64_t batches_done = 0;   // batches of the next epoch already trained (a mid-epoch checkpoint)
+  std::int64_t step = 0;           // optimizer steps taken
 };
 
-std::filesystem::path checkpoint_path(const std::filesystem::path& directory, std::int64_t epochs_done);
+// epoch-NNNNNN.ckpt after whole epochs; epoch-NNNNNN_batch-NNNNNN.ckpt mid-epoch. Names sort in
+// training order.
+std::filesystem::path checkpoint_path(const std::filesystem::path& directory, const TrainingPosition& position);
 
 void save_checkpoint(const std::filesystem::path& file, const torch::jit::Module& model,
                      const torch::optim::Optimizer& optimizer, const TrainingPosition& position);

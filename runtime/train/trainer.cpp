@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/signals.h"
 #include "data/loader.h"
 #include "data/sampler.h"
 #include "dist/gradient_sync.h"
@@ -42,10 +43,22 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
   for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
 }
 
-torch::Tensor loss_of(const torch::Tensor& output, const torch::Tensor& target, const data::Schema& schema) {
+torch::Tensor loss_of(const torch::Tensor& output, const torch::Tensor& target, const data::Schema& schema,
+                      double label_smoothing = 0.0) {
   if (schema.multi_label) return torch::binary_cross_entropy_with_logits(output, target.to(torch::kFloat));
-  if (schema.classification) return torch::nn::functional::cross_entropy(output, target);
+  if (schema.classification) {
+    return torch::nn::functional::cross_entropy(
+        output, target, torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(label_smoothing));
+  }
   return torch::mse_loss(output.reshape({-1}), target.to(torch::kFloat));
+}
+
+// Whether any rank was asked to stop (SIGTERM): all ranks must stop at the same step.
+bool stop_agreed(dist::Communicator& communicator) {
+  if (communicator.world_size() == 1) return stop_requested();
+  std::vector<torch::Tensor> flag{torch::tensor({stop_requested() ? 1L : 0L})};
+  communicator.all_reduce_sum(flag);
+  return flag[0].item<std::int64_t>() > 0;
 }
 
 // Correct predictions in a batch: whole samples for classification, the mean of the per-label
@@ -99,27 +112,38 @@ Totals validate(torch::jit::Module& model, const data::Datasets& data, const spe
   return all_ranks(totals, communicator);
 }
 
-// Appends one JSON object per line and flushes, so the file is readable while training runs.
+// metrics.jsonl (one JSON object per line) and metrics.csv, flushed after each epoch so that they
+// can be read while training runs.
 class MetricsLog {
  public:
-  explicit MetricsLog(const fs::path& file) : out_(file, std::ios::app) {
-    if (!out_) fail(ExitCode::output, "cannot write {}", file.string());
+  explicit MetricsLog(const fs::path& output_dir) {
+    const fs::path csv_file = output_dir / "metrics.csv";
+    const bool new_csv = !fs::exists(csv_file);
+    json_.open(output_dir / "metrics.jsonl", std::ios::app);
+    csv_.open(csv_file, std::ios::app);
+    if (!json_ || !csv_) fail(ExitCode::output, "cannot write metrics in {}", output_dir.string());
+    if (new_csv) csv_ << "epoch,step,lr,train_loss,valid_loss,accuracy,seconds\n";
   }
   void write(const EpochMetrics& m) {
     auto number = [](double value) { return std::isnan(value) ? nlohmann::json(nullptr) : nlohmann::json(value); };
+    auto cell = [](double value) { return std::isnan(value) ? std::string() : fmt::format("{}", value); };
     nlohmann::json line = {{"epoch", m.epoch},
                            {"step", m.step},
                            {"lr", m.lr},
-                           {"train_loss", m.train_loss},
+                           {"train_loss", number(m.train_loss)},
                            {"valid_loss", number(m.valid_loss)},
                            {"accuracy", number(m.valid_accuracy)},
                            {"seconds", m.seconds}};
-    out_ << line.dump() << '\n';
-    out_.flush();
+    json_ << line.dump() << '\n';
+    json_.flush();
+    csv_ << fmt::format("{},{},{},{},{},{},{}\n", m.epoch, m.step, m.lr, cell(m.train_loss), cell(m.valid_loss),
+                        cell(m.valid_accuracy), m.seconds);
+    csv_.flush();
   }
 
  private:
-  std::ofstream out_;
+  std::ofstream json_;
+  std::ofstream csv_;
 };
 
 void write_final_outputs(torch::jit::Module& model, const fs::path& output_dir, const RunOrigin& origin,
@@ -177,19 +201,23 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
   if (spec.checkpoint.resume == "auto") {
     if (auto resumed = load_latest_checkpoint(checkpoints, model, *optimizer)) {
       position = *resumed;
-      spdlog::info("resumed from checkpoint after epoch {} (step {})", position.epochs_done, position.step);
+      spdlog::info("resumed from checkpoint after epoch {}{} (step {})", position.epochs_done,
+                   position.batches_done > 0 ? fmt::format(" and {} batches", position.batches_done) : "",
+                   position.step);
     }
   }
   // Every rank reads the checkpoints (the output directory is shared by the ranks of a node, or
   // staged from object storage); all must have resumed from the same place.
   if (communicator.world_size() > 1) {
-    std::vector<torch::Tensor> agreed{torch::tensor({position.epochs_done, position.step}, torch::kLong)};
+    std::vector<torch::Tensor> agreed{
+        torch::tensor({position.epochs_done, position.batches_done, position.step}, torch::kLong)};
     communicator.broadcast(agreed, 0);
-    const TrainingPosition rank0{agreed[0][0].item<std::int64_t>(), agreed[0][1].item<std::int64_t>()};
-    if (rank0.epochs_done != position.epochs_done || rank0.step != position.step) {
+    if (agreed[0][0].item<std::int64_t>() != position.epochs_done ||
+        agreed[0][1].item<std::int64_t>() != position.batches_done ||
+        agreed[0][2].item<std::int64_t>() != position.step) {
       fail(ExitCode::output,
-           "rank {} resumed after epoch {} but rank 0 after epoch {}: the ranks do not see the same checkpoints in {}",
-           communicator.rank(), position.epochs_done, rank0.epochs_done, checkpoints.string());
+           "rank {} resumed at step {} but rank 0 at step {}: the ranks do not see the same checkpoints in {}",
+           communicator.rank(), position.step, agreed[0][2].item<std::int64_t>(), checkpoints.string());
     }
   }
 
@@ -218,44 +246,65 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
   // Every rank must take the same number of steps, or one would wait forever in a collective.
   const std::size_t samples_per_rank = split_here ? sampler.samples_per_rank() : smallest_share(sampler, communicator);
   const auto batch_size = static_cast<std::size_t>(spec.train.batch_size);
-  const std::int64_t steps_per_epoch = static_cast<std::int64_t>((samples_per_rank + batch_size - 1) / batch_size);
-  const ScheduleOptions schedule{spec.train.schedule, spec.train.lr, spec.train.warmup,
-                                 steps_per_epoch * spec.train.epochs};
-  if (writer) spdlog::info("training {} samples ({} per rank, {} steps per epoch), validating on {}; world size {}",
-               data.train->size(), samples_per_rank, steps_per_epoch, data.valid ? data.valid->size() : 0,
-               communicator.world_size());
+  const std::int64_t batches_per_epoch = static_cast<std::int64_t>((samples_per_rank + batch_size - 1) / batch_size);
+  const std::int64_t accumulate = spec.train.accumulate;
+  const std::int64_t steps_per_epoch = (batches_per_epoch + accumulate - 1) / accumulate;
+  // The linear scaling rule (Goyal et al. 2017): the peak lr grows with the global batch, with warmup.
+  const double global_batch_factor = static_cast<double>(communicator.world_size() * accumulate);
+  const double peak_lr = spec.train.lr_scaling == "linear" ? spec.train.lr * global_batch_factor : spec.train.lr;
+  const ScheduleOptions schedule{spec.train.schedule, peak_lr, spec.train.warmup, steps_per_epoch * spec.train.epochs};
+  if (writer) {
+    spdlog::info("training {} samples ({} per rank, {} steps per epoch), validating on {}; world size {}; global "
+                 "batch {}; peak lr {:g}{}",
+                 data.train->size(), samples_per_rank, steps_per_epoch, data.valid ? data.valid->size() : 0,
+                 communicator.world_size(), spec.train.batch_size * communicator.world_size() * accumulate, peak_lr,
+                 spec.train.lr_scaling == "linear" ? fmt::format(" (train.lr {:g} x {:g}, linear scaling)", spec.train.lr,
+                                                                 global_batch_factor)
+                                                   : "");
+  }
 
   std::unique_ptr<MetricsLog> metrics;
-  if (writer) metrics = std::make_unique<MetricsLog>(output_dir / "metrics.jsonl");
+  if (writer) metrics = std::make_unique<MetricsLog>(output_dir);
+  install_stop_handlers();
 
   FitResult result;
   for (std::int64_t epoch = position.epochs_done; epoch < spec.train.epochs; ++epoch) {
     const auto epoch_started = Clock::now();
     std::vector<std::size_t> indices = sampler.indices(epoch);
     indices.resize(std::min(indices.size(), samples_per_rank));
-    data::Loader loader(data.train, std::move(indices), epoch,
-                        {spec.train.batch_size, static_cast<int>(spec.data.workers)});
+    data::LoaderOptions loader_options;
+    loader_options.batch_size = spec.train.batch_size;
+    loader_options.workers = static_cast<int>(spec.data.workers);
+    loader_options.first_batch = static_cast<std::size_t>(position.batches_done);
+    data::Loader loader(data.train, std::move(indices), epoch, loader_options);
     // Rank 0 speaks for the job; the other ranks log only warnings and errors.
     std::optional<log::Progress> progress;
-    if (writer) progress.emplace(fmt::format("epoch {}/{}", epoch + 1, spec.train.epochs), loader.num_batches(), "batches");
+    if (writer) {
+      progress.emplace(fmt::format("epoch {}/{}", epoch + 1, spec.train.epochs), loader.num_batches(), "batches");
+      progress->advance(loader.position());
+    }
     Totals train_totals;
-    double lr = spec.train.lr;
+    double lr = peak_lr;
     try {
       while (auto batch = loader.next()) {
-        lr = learning_rate(schedule, position.step);
-        set_learning_rate(*optimizer, lr);
-        optimizer->zero_grad();
+        // With accumulation, gradients are summed locally over `accumulate` batches and averaged
+        // across ranks only on the last one (DDP's no_sync).
+        const std::int64_t micro = (static_cast<std::int64_t>(loader.position()) - 1) % accumulate;
+        const bool stepping = micro == accumulate - 1 || loader.position() == loader.num_batches();
+        if (micro == 0) {
+          lr = learning_rate(schedule, position.step);
+          set_learning_rate(*optimizer, lr);
+          optimizer->zero_grad();
+        }
         const torch::Tensor output = model.forward({batch->inputs}).toTensor();
-        const torch::Tensor loss = loss_of(output, batch->targets, data.schema);
+        const torch::Tensor loss = loss_of(output, batch->targets, data.schema, spec.train.label_smoothing);
         const double loss_value = loss.item<double>();
         if (!std::isfinite(loss_value)) {
           fail(ExitCode::training, "the loss became {} at epoch {} step {}: lower train.lr (now {:g})", loss_value,
                epoch + 1, position.step, lr);
         }
-        loss.backward();
-        if (synchronizer) synchronizer->finish();
-        optimizer->step();
-        ++position.step;
+        if (synchronizer) synchronizer->set_enabled(stepping);
+        (accumulate > 1 ? loss / static_cast<double>(accumulate) : loss).backward();
         const double n = static_cast<double>(batch->targets.size(0));
         train_totals.loss_sum += loss_value * n;
         train_totals.count += n;
@@ -263,19 +312,34 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
           progress->set_note(fmt::format("loss {:.4f}", train_totals.loss_sum / train_totals.count));
           progress->advance();
         }
+        if (!stepping) continue;
+        if (synchronizer) synchronizer->finish();
+        // Clipping after the all-reduce, so every rank clips the same averaged gradients.
+        if (spec.train.clip_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, spec.train.clip_norm);
+        optimizer->step();
+        ++position.step;
+        if (stop_agreed(communicator)) {
+          position.batches_done = static_cast<std::int64_t>(loader.position());
+          const fs::path saved = checkpoint_path(checkpoints, position);
+          if (writer) save_checkpoint(saved, model, *optimizer, position);
+          communicator.barrier();
+          fail(ExitCode::interrupted, "stopped by a signal at epoch {} batch {} (step {}); checkpoint {} saved: a "
+               "restart resumes there", epoch + 1, position.batches_done, position.step, saved.string());
+        }
       }
     } catch (const c10::Error& error) {
       fail(ExitCode::training, "epoch {}: {}", epoch + 1, error.what_without_backtrace());
     }
     if (progress) progress->finish();
     position.epochs_done = epoch + 1;
+    position.batches_done = 0;
 
     const Totals train = all_ranks(train_totals, communicator);
     EpochMetrics m;
     m.epoch = epoch + 1;
     m.step = position.step;
     m.lr = lr;
-    m.train_loss = train.loss_sum / train.count;
+    m.train_loss = train.count > 0 ? train.loss_sum / train.count : std::nan("");
     m.valid_loss = m.valid_accuracy = std::nan("");
     if (data.valid && data.valid->size() > 0) {
       const Totals valid = validate(model, data, spec, communicator);
@@ -283,14 +347,14 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
       if (data.schema.classification) m.valid_accuracy = valid.correct / valid.count;
     }
     m.seconds = std::chrono::duration<double>(Clock::now() - epoch_started).count();
-    if (writer) spdlog::info("epoch {}/{}: train_loss {:.4f} valid_loss {:.4f} accuracy {:.4f} lr {:.3g} ({:.1f}s)", m.epoch,
-                 spec.train.epochs, m.train_loss, m.valid_loss, m.valid_accuracy, m.lr, m.seconds);
     if (writer) {
+      spdlog::info("epoch {}/{}: train_loss {:.4f} valid_loss {:.4f} accuracy {:.4f} lr {:.3g} ({:.1f}s)", m.epoch,
+                   spec.train.epochs, m.train_loss, m.valid_loss, m.valid_accuracy, m.lr, m.seconds);
       metrics->write(m);
       const bool due = spec.checkpoint.every_epochs > 0 && (m.epoch % spec.checkpoint.every_epochs == 0 ||
                                                              m.epoch == spec.train.epochs);
       if (due) {
-        save_checkpoint(checkpoint_path(checkpoints, m.epoch), model, *optimizer, position);
+        save_checkpoint(checkpoint_path(checkpoints, position), model, *optimizer, position);
         prune_checkpoints(checkpoints, spec.checkpoint.keep);
       }
     }

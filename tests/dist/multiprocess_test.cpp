@@ -108,13 +108,13 @@ class Launcher : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto made = run_command(std::string(TP_MAKE_DATASET_BIN) + " images --out " + (dir_ / "data").string() +
-                                  " --classes 2 --per-class 80 --size 16 --format png --seed 2");
+                                  " --classes 2 --per-class 120 --size 24 --format png --seed 2");
     ASSERT_EQ(made.exit_code, 0) << made.output;
     testing::write_text(dir_ / "train.toml", R"([job]
 output = "out"
 [data]
 source = "data"
-image_size = 16
+image_size = 24
 workers = 1
 [model]
 arch = "small_cnn"
@@ -139,7 +139,7 @@ timeout_s = 20
 };
 
 TEST_F(Launcher, TwoWorkersTrainAndRank0WritesTheOutputs) {
-  const auto result = run_command("timeout 300 " + command(3));
+  const auto result = run_command("timeout 300 " + command(6));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("started 2 workers"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("[rank 1]"), std::string::npos) << result.output;

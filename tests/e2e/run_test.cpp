@@ -177,6 +177,34 @@ TEST_F(EndToEnd, LocalSpecFileWithAMisspelledKeyNamesLineAndColumn) {
       << result.output;
 }
 
+// Kubernetes stops a pod with SIGTERM: the run saves a checkpoint where it is and exits 143; the
+// restarted pod resumes there, mid-epoch, and ends with the same model as an uninterrupted run.
+TEST_F(EndToEnd, SigtermSavesACheckpointAndTheRestartEndsWhereAStraightRunDoes) {
+  const std::string base = testing::trainpoint_binary() + " run --repo " + repo_.string() + " --ref " + first_ +
+                           " --spec train.toml --set train.epochs=3 --set train.batch_size=8 --workdir " +
+                           shell_quote(dir_.path().string());
+  const auto straight = run_command(base + " --set job.output=straight");
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+
+  const fs::path log = dir_ / "interrupted.log";
+  const std::string interrupted = base + " --set job.output=interrupted";
+  testing::write_text(dir_ / "stop.sh", interrupted + " > " + log.string() + " 2>&1 & pid=$!\n" +
+                                            "for i in $(seq 600); do [ -s " + (dir_ / "interrupted/metrics.jsonl").string() +
+                                            " ] && break; sleep 0.05; done\n" +
+                                            "kill -TERM $pid; wait $pid; code=$?; cat " + log.string() + "; exit $code\n");
+  const auto stopped = run_command("timeout 300 bash " + (dir_ / "stop.sh").string());
+  ASSERT_EQ(stopped.exit_code, 143) << stopped.output;
+  EXPECT_NE(stopped.output.find("stopped by a signal at epoch"), std::string::npos) << stopped.output;
+  EXPECT_FALSE(fs::exists(dir_ / "interrupted/model.pt"));
+
+  const auto resumed = run_command(interrupted);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from checkpoint after epoch"), std::string::npos) << resumed.output;
+  const double straight_loss = read_lines(dir_ / "straight/metrics.jsonl").back()["valid_loss"].get<double>();
+  const double resumed_loss = read_lines(dir_ / "interrupted/metrics.jsonl").back()["valid_loss"].get<double>();
+  EXPECT_NEAR(resumed_loss, straight_loss, 1e-6) << "the resumed run must end with the same model";
+}
+
 // Data in an S3 bucket (s3rver), staged by two ranks that each take their share, then again from the cache.
 TEST_F(EndToEnd, TwoRanksTrainFromS3WithShardedStagingAndACacheOnRestart) {
   testing::S3Server server;

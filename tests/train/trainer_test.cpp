@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "spec/spec.h"
 #include "model/model.h"
 #include "support/temp_dir.h"
 #include "train/checkpoint.h"
@@ -34,25 +35,19 @@ data::Datasets blobs(std::int64_t n, std::uint64_t seed) {
   return datasets;
 }
 
+// The spec's defaults, with a small MLP and settings that train the blobs quickly.
 spec::Spec small_spec() {
-  spec::Spec spec;
-  spec.job.name = "test";
+  spec::Spec spec = spec::load_string("[data]\nsource = \"unused\"\n[model]\narch = \"mlp\"\n", {}, "test").spec;
   spec.job.seed = 1;
   spec.job.output = "out";
   spec.data.workers = 1;
-  spec.model.arch = "mlp";
   spec.model.hidden = {16};
   spec.train.epochs = 4;
   spec.train.batch_size = 32;
   spec.train.optimizer = "adamw";
   spec.train.lr = 0.01;
-  spec.train.momentum = 0.9;
   spec.train.weight_decay = 0.0;
-  spec.train.schedule = "one_cycle";
-  spec.train.warmup = 0.25;
-  spec.checkpoint.every_epochs = 1;
   spec.checkpoint.keep = 2;
-  spec.checkpoint.resume = "auto";
   return spec;
 }
 
@@ -84,9 +79,9 @@ TEST(Trainer, LossFallsToTargetAndOutputsAreWritten) {
   EXPECT_EQ(record["source"]["commit"], "abc123");
   EXPECT_EQ(record["final"]["epoch"], 4);
   // keep = 2: only the two newest checkpoints remain.
-  EXPECT_FALSE(fs::exists(checkpoint_path(dir / "out/checkpoints", 2)));
-  EXPECT_TRUE(fs::exists(checkpoint_path(dir / "out/checkpoints", 3)));
-  EXPECT_TRUE(fs::exists(checkpoint_path(dir / "out/checkpoints", 4)));
+  EXPECT_FALSE(fs::exists(checkpoint_path(dir / "out/checkpoints", {2})));
+  EXPECT_TRUE(fs::exists(checkpoint_path(dir / "out/checkpoints", {3})));
+  EXPECT_TRUE(fs::exists(checkpoint_path(dir / "out/checkpoints", {4})));
 }
 
 TEST(Trainer, ResumeContinuesFromTheLastCheckpointAndMatchesAStraightRun) {
@@ -117,6 +112,64 @@ TEST(Trainer, ResumeContinuesFromTheLastCheckpointAndMatchesAStraightRun) {
   EXPECT_EQ(read_metrics(dir / "resumed/metrics.jsonl").size(), 4u);
 }
 
+TEST(Trainer, AccumulatingTwoHalfBatchesEqualsOneFullBatch) {
+  testing::TempDir dir;
+  const auto data = blobs(256, 9);
+  auto spec = small_spec();
+  spec.train.optimizer = "sgd";
+  spec.train.schedule = "constant";
+  spec.train.epochs = 2;
+  spec.data.workers = 0;
+  auto single = dist::single_process();
+  auto full = model::create(spec.model, data.schema, ".", 1);
+  fit(full, data, spec, *single, dir / "full", {});
+  auto accumulated_spec = spec;
+  accumulated_spec.train.batch_size = 16;
+  accumulated_spec.train.accumulate = 2;
+  auto accumulated = model::create(spec.model, data.schema, ".", 1);
+  fit(accumulated, data, accumulated_spec, *single, dir / "accumulated", {});
+  const auto a = full.parameters();
+  const auto b = accumulated.parameters();
+  for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib) EXPECT_TRUE(torch::allclose(*ia, *ib, 1e-5, 1e-6));
+  std::ifstream csv(dir / "full/metrics.csv");
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_EQ(header, "epoch,step,lr,train_loss,valid_loss,accuracy,seconds");
+}
+
+TEST(Trainer, ClippingBoundsTheStepAndLabelSmoothingRaisesTheLoss) {
+  testing::TempDir dir;
+  const auto data = blobs(128, 10);
+  auto spec = small_spec();
+  spec.train.optimizer = "sgd";
+  spec.train.momentum = 0.0;
+  spec.train.schedule = "constant";
+  spec.train.lr = 1.0;
+  spec.train.epochs = 1;
+  spec.train.batch_size = 128;
+  spec.train.clip_norm = 1e-3;
+  spec.data.workers = 0;
+  auto single = dist::single_process();
+  auto model = model::create(spec.model, data.schema, ".", 1);
+  std::vector<torch::Tensor> before;
+  for (const auto& p : model.parameters()) before.push_back(p.detach().clone());
+  fit(model, data, spec, *single, dir / "clipped", {});
+  double moved = 0;
+  std::size_t i = 0;
+  for (const auto& p : model.parameters()) moved += (p.detach() - before[i++]).pow(2).sum().item<double>();
+  // One SGD step of lr 1 on gradients clipped to norm 1e-3 moves the weights by exactly that norm.
+  EXPECT_NEAR(std::sqrt(moved), 1e-3, 1e-6);
+
+  spec.train.clip_norm = 0;
+  spec.train.lr = 1e-9;
+  auto plain = model::create(spec.model, data.schema, ".", 1);
+  const auto plain_result = fit(plain, data, spec, *single, dir / "plain", {});
+  spec.train.label_smoothing = 0.3;
+  auto smoothed = model::create(spec.model, data.schema, ".", 1);
+  const auto smoothed_result = fit(smoothed, data, spec, *single, dir / "smoothed", {});
+  EXPECT_NE(plain_result.last.train_loss, smoothed_result.last.train_loss);
+}
+
 TEST(Trainer, CorruptedNewestCheckpointIsSkipped) {
   testing::TempDir dir;
   const auto data = blobs(200, 7);
@@ -125,7 +178,7 @@ TEST(Trainer, CorruptedNewestCheckpointIsSkipped) {
   auto single = dist::single_process();
   auto model = model::create(spec.model, data.schema, ".", 1);
   fit(model, data, spec, *single, dir / "out", {});
-  testing::write_text(checkpoint_path(dir / "out/checkpoints", 2), "truncated");
+  testing::write_text(checkpoint_path(dir / "out/checkpoints", {2}), "truncated");
   auto fresh = model::create(spec.model, data.schema, ".", 1);
   spec.train.epochs = 3;
   const auto result = fit(fresh, data, spec, *single, dir / "out", {});
