@@ -1,0 +1,155 @@
+// Command mode end to end: trainpoint clones a git repository and starts its Python program once
+// per local rank; the ranks form a real torch.distributed (Gloo) group through the variables
+// trainpoint gives them, and exit codes come back through trainpoint.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "support/background_process.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace tp {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_checked;
+using testing::run_command;
+using testing::shell_quote;
+
+// Each rank all-reduces (rank + 1) and writes what it saw: the sum, its variables, its directory
+// and the number of files in its data directory.
+const char* kProgram = R"(import os, sys
+import torch
+import torch.distributed as dist
+
+fail_rank = os.environ.get("FAIL_RANK")
+if fail_rank is not None and int(os.environ["RANK"]) == int(fail_rank):
+    sys.exit(int(os.environ["FAIL_CODE"]))
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+value = torch.tensor([float(rank + 1)])
+dist.all_reduce(value)
+data = os.environ["TRAINPOINT_DATA_DIR"]
+with open(os.path.join(os.environ["TRAINPOINT_OUTPUT_DIR"], "rank-%d.txt" % rank), "w") as out:
+    out.write("sum=%g\n" % value.item())
+    for name in ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR"]:
+        out.write("%s=%s\n" % (name, os.environ[name]))
+    out.write("cwd_has_program=%s\n" % os.path.exists("ddp.py"))
+    out.write("data_files=%d\n" % len(os.listdir(data)))
+    out.write("args=%s\n" % " ".join(sys.argv[1:]))
+dist.destroy_process_group()
+)";
+
+// Waits to be stopped: SIGTERM must reach it through trainpoint, which then exits with its code.
+const char* kWaiter = R"(import os, signal, sys, time
+out = os.environ["TRAINPOINT_OUTPUT_DIR"]
+def stop(signum, frame):
+    open(os.path.join(out, "stopped-%s" % os.environ["RANK"]), "w").close()
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stop)
+open(os.path.join(out, "ready-%s" % os.environ["RANK"]), "w").close()
+time.sleep(120)
+)";
+
+const char* kSpec = R"([job]
+name = "command-mode"
+output = "out"
+command = ["/usr/bin/python3", "ddp.py", "--epochs", "5"]
+
+[data]
+source = "data"
+
+[dist]
+nproc_per_node = 2
+)";
+
+std::string read_file(const fs::path& file) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+class CommandMode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const fs::path repo = dir / "repo";
+    testing::write_text(repo / "ddp.py", kProgram);
+    testing::write_text(repo / "train.toml", kSpec);
+    testing::write_text(repo / "wait.py", kWaiter);
+    testing::write_text(repo / "data" / "a.csv", "x,y\n1,2\n");
+    testing::write_text(repo / "data" / "b.csv", "x,y\n3,4\n");
+    run_checked("cd " + shell_quote(repo.string()) +
+                " && git init -q && git add . && git -c user.name=t -c user.email=t@t commit -qm spec");
+    commit = run_checked("git -C " + shell_quote(repo.string()) + " rev-parse HEAD");
+    commit.erase(commit.find_last_not_of('\n') + 1);
+  }
+
+  testing::CommandResult run_job(const std::string& environment) {
+    return run_command("cd " + shell_quote(dir.path().string()) +
+                       " && env -u RANK -u WORLD_SIZE -u LOCAL_RANK " + environment +
+                       " MASTER_PORT=" + std::to_string(testing::free_port()) + " " +
+                       testing::trainpoint_binary() + " run --repo " + shell_quote((dir / "repo").string()) +
+                       " --ref " + commit + " --spec train.toml --workdir work");
+  }
+
+  testing::TempDir dir;
+  std::string commit;
+};
+
+TEST_F(CommandMode, TwoRanksOfTheUsersProgramAllReduceThroughTrainpointsVariables) {
+  const auto result = run_job("");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string report = read_file(dir / "work" / "out" / ("rank-" + std::to_string(rank) + ".txt"));
+    EXPECT_NE(report.find("sum=3\n"), std::string::npos) << report;  // 1 + 2
+    EXPECT_NE(report.find("RANK=" + std::to_string(rank) + "\n"), std::string::npos) << report;
+    EXPECT_NE(report.find("LOCAL_RANK=" + std::to_string(rank) + "\n"), std::string::npos) << report;
+    EXPECT_NE(report.find("WORLD_SIZE=2\n"), std::string::npos) << report;
+    EXPECT_NE(report.find("LOCAL_WORLD_SIZE=2\n"), std::string::npos) << report;
+    EXPECT_NE(report.find("cwd_has_program=True\n"), std::string::npos) << report;
+    EXPECT_NE(report.find("data_files=2\n"), std::string::npos) << report;
+    EXPECT_NE(report.find("args=--epochs 5\n"), std::string::npos) << report;
+  }
+}
+
+TEST_F(CommandMode, AFailingRanksExitCodeIsTheJobsAndStopsTheOtherRank) {
+  // Rank 0 waits in init_process_group for rank 1, which exits 17: trainpoint must stop rank 0
+  // and exit 17 instead of hanging.
+  const auto result = run_job("FAIL_RANK=1 FAIL_CODE=17");
+  EXPECT_EQ(result.exit_code, 17) << result.output;
+  EXPECT_NE(result.output.find("worker 1 exited with code 17"), std::string::npos) << result.output;
+}
+
+TEST_F(CommandMode, SigtermReachesEveryRankAndTheirExitCodeIsTheJobs) {
+  const fs::path out = dir / "work" / "out";
+  const auto result = run_command(
+      "cd " + shell_quote(dir.path().string()) +
+      " && (env -u RANK -u WORLD_SIZE -u LOCAL_RANK MASTER_PORT=" + std::to_string(testing::free_port()) +
+      " 'TRAINPOINT_SET=job.command=[\"/usr/bin/python3\", \"wait.py\"]' " + testing::trainpoint_binary() +
+      " run --repo " + shell_quote((dir / "repo").string()) + " --ref " + commit +
+      " --spec train.toml --workdir work & pid=$!; "
+      "for i in $(seq 300); do [ -e " +
+      shell_quote((out / "ready-0").string()) + " ] && [ -e " + shell_quote((out / "ready-1").string()) +
+      " ] && break; sleep 0.1; done; kill -TERM $pid; wait $pid)");
+  EXPECT_EQ(result.exit_code, 143) << result.output;
+  EXPECT_TRUE(fs::exists(out / "stopped-0")) << result.output;
+  EXPECT_TRUE(fs::exists(out / "stopped-1")) << result.output;
+}
+
+TEST_F(CommandMode, AProgramThatCannotBeStartedIsASpecError) {
+  const auto result = run_command(testing::trainpoint_binary() + " check --spec " +
+                                  shell_quote((dir / "repo" / "train.toml").string()));
+  ASSERT_EQ(result.exit_code, 0) << "without [model], a command-mode spec is valid: " << result.output;
+  const auto missing =
+      run_command("cd " + shell_quote(dir.path().string()) + " && " + testing::trainpoint_binary() +
+                  " run --spec " + shell_quote((dir / "repo" / "train.toml").string()) +
+                  " --set 'job.command=[\"no-such-program-xyz\"]' --set dist.nproc_per_node=1");
+  EXPECT_EQ(missing.exit_code, 3) << missing.output;
+  EXPECT_NE(missing.output.find("cannot execute 'no-such-program-xyz'"), std::string::npos) << missing.output;
+}
+
+}  // namespace
+}  // namespace tp
