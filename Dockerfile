@@ -18,6 +18,8 @@ ARG BINARY_FROM=source
 ARG CUDA_IMAGE=nvidia/cuda:12.6.3-cudnn-devel-ubuntu24.04
 ARG CUDA_RUNTIME_IMAGE=nvidia/cuda:12.6.3-cudnn-runtime-ubuntu24.04
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cu126
+# 2.7 is the first whose Linux wheels use the C++11 ABI, as Ubuntu's libraries do.
+ARG TORCH_VERSION=2.7.1
 
 # ---- cpu: Debian 12 and its LibTorch ----------------------------------------------------------------
 FROM debian:bookworm AS cpu-build
@@ -59,12 +61,14 @@ CMD ["run"]
 # mode's Python programs use the same libraries, as the cpu target shares Debian's libtorch1.13.
 FROM ${CUDA_IMAGE} AS gpu-build
 ARG TORCH_INDEX
+ARG TORCH_VERSION
 RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       build-essential cmake ninja-build pkg-config python3-venv ca-certificates libgit2-dev libcurl4-openssl-dev \
       libssl-dev libtomlplusplus-dev libcxxopts-dev libspdlog-dev nlohmann-json3-dev libpng-dev \
       libturbojpeg0-dev libcsv-dev libpugixml-dev zlib1g-dev libyaml-cpp-dev \
     && rm -rf /var/lib/apt/lists/*
-RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir --index-url "$TORCH_INDEX" torch
+RUN python3 -m venv /opt/venv \
+    && /opt/venv/bin/pip install --no-cache-dir --index-url "$TORCH_INDEX" "torch==$TORCH_VERSION"
 COPY CMakeLists.txt /src/CMakeLists.txt
 COPY cmake /src/cmake
 COPY runtime /src/runtime
