@@ -1,6 +1,9 @@
 #include "cli.h"
 
 #include <cstdlib>
+// --set values are whole TOML values such as data.augment=["flip","random_resized_crop"]: a repeated
+// option, never split at commas.
+#define CXXOPTS_VECTOR_DELIMITER '\n'
 #include <cxxopts.hpp>
 #include <sstream>
 

@@ -115,6 +115,12 @@ TEST_F(EndToEnd, ShortShaAndBranchResolve) {
   ASSERT_EQ(check_main.exit_code, 0) << check_main.output;
   EXPECT_NE(check_main.output.find("name = \"second\""), std::string::npos);
   EXPECT_NE(check_main.output.find("epochs = 1"), std::string::npos);
+  const auto list_value = trainpoint("check --repo " + repo_.string() + " --spec train.toml --workdir " +
+                                     shell_quote(dir_.path().string()) +
+                                     " --set 'data.augment=[\"flip\", \"random_resized_crop\"]'");
+  ASSERT_EQ(list_value.exit_code, 0) << list_value.output;
+  EXPECT_NE(list_value.output.find("augment = [\"flip\", \"random_resized_crop\"]"), std::string::npos)
+      << list_value.output;
 }
 
 TEST_F(EndToEnd, EnvironmentSetsOptionsAndTheCommandLineWins) {
