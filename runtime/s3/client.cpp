@@ -22,6 +22,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Streams bytes [begin, begin + size) of an open file as a request body; a new reader for each
+// attempt starts from the beginning again.
+BodySource file_range_reader(int fd, std::uint64_t begin, std::uint64_t size) {
+  auto offset = std::make_shared<std::uint64_t>(0);
+  return [fd, begin, size, offset](char* buffer, std::size_t capacity) -> std::size_t {
+    const ssize_t got = ::pread(fd, buffer, std::min<std::uint64_t>(capacity, size - *offset),
+                                static_cast<off_t>(begin + *offset));
+    if (got < 0) return CURL_READFUNC_ABORT;
+    *offset += static_cast<std::uint64_t>(got);
+    return static_cast<std::size_t>(got);
+  };
+}
+
 constexpr std::size_t kHashChunk = 1 << 20;
 
 ExitCode write_failure_class(int error_number) {
@@ -729,14 +742,7 @@ ObjectInfo Client::put_object(HttpHandle& handle, const std::string& bucket, con
     call.key = item.key;
     call.payload_sha256 = sha_hex;
     call.headers.emplace_back("Content-MD5", base64(md5_raw));
-    std::uint64_t offset = 0;
-    call.body = [&](char* buffer, std::size_t capacity) -> std::size_t {
-      const ssize_t got = ::pread(fd.get(), buffer, std::min<std::uint64_t>(capacity, size - offset),
-                                  static_cast<off_t>(offset));
-      if (got < 0) return CURL_READFUNC_ABORT;
-      offset += static_cast<std::uint64_t>(got);
-      return static_cast<std::size_t>(got);
-    };
+    call.body = file_range_reader(fd.get(), 0, size);
     call.body_size = size;
     const HttpResponse response = send(handle, call);
     if (auto cause = check(response, what, {200})) return cause;
@@ -769,14 +775,7 @@ std::string Client::upload_part(HttpHandle& handle, const std::string& bucket, c
     call.query = {{"partNumber", std::to_string(part_number)}, {"uploadId", upload_id}};
     call.payload_sha256 = sha_hex;
     call.headers.emplace_back("Content-MD5", base64(md5_raw));
-    std::uint64_t offset = 0;
-    call.body = [&](char* buffer, std::size_t capacity) -> std::size_t {
-      const ssize_t got = ::pread(fd.get(), buffer, std::min<std::uint64_t>(capacity, size - offset),
-                                  static_cast<off_t>(begin + offset));
-      if (got < 0) return CURL_READFUNC_ABORT;
-      offset += static_cast<std::uint64_t>(got);
-      return static_cast<std::size_t>(got);
-    };
+    call.body = file_range_reader(fd.get(), begin, size);
     call.body_size = size;
     const HttpResponse response = send(handle, call);
     if (auto cause = check(response, what, {200})) return cause;
