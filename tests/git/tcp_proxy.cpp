@@ -8,18 +8,9 @@
 
 #include <stdexcept>
 
+#include "support/background_process.h"
+
 namespace tp::testing {
-namespace {
-
-sockaddr_in loopback(int port) {
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return address;
-}
-
-}  // namespace
 
 DroppingProxy::DroppingProxy(int upstream_port, int drops, std::size_t byte_limit)
     : upstream_port_(upstream_port),
@@ -28,7 +19,7 @@ DroppingProxy::DroppingProxy(int upstream_port, int drops, std::size_t byte_limi
       listener_(::socket(AF_INET, SOCK_STREAM, 0)) {
   const int one = 1;
   ::setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in address = loopback(0);
+  sockaddr_in address = loopback_address(0);
   socklen_t length = sizeof address;
   if (::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
       ::listen(listener_, 16) != 0 ||
@@ -59,7 +50,7 @@ void DroppingProxy::accept_loop() {
 
 void DroppingProxy::forward(int client, bool drop) {
   const int server = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address = loopback(upstream_port_);
+  sockaddr_in address = loopback_address(upstream_port_);
   if (::connect(server, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
     ::close(server);
     ::close(client);

@@ -17,17 +17,14 @@
 #include "support/process.h"
 
 namespace tp::testing {
-namespace {
 
-sockaddr_in loopback(int port) {
+sockaddr_in loopback_address(int port) {
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(static_cast<uint16_t>(port));
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   return address;
 }
-
-}  // namespace
 
 BackgroundProcess::BackgroundProcess(const std::string& command, const std::filesystem::path& log_file)
     : log_file_(log_file) {
@@ -82,7 +79,7 @@ std::string BackgroundProcess::log() const {
 
 int free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address = loopback(0);
+  sockaddr_in address = loopback_address(0);
   if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
     ::close(fd);
     throw std::runtime_error("cannot bind a free port");
@@ -97,7 +94,7 @@ void wait_for_port(int port, std::chrono::seconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address = loopback(port);
+    sockaddr_in address = loopback_address(port);
     const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
     ::close(fd);
     if (connected) return;

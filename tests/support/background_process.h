@@ -1,6 +1,7 @@
 // Servers that tests start in the background (git daemon, nginx, sshd...), on free loopback ports.
 #pragma once
 
+#include <netinet/in.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -28,6 +29,8 @@ class BackgroundProcess {
   std::filesystem::path log_file_;
 };
 
+// The socket address 127.0.0.1:port.
+sockaddr_in loopback_address(int port);
 // A TCP port on 127.0.0.1 that nothing listens on right now.
 int free_port();
 // Waits until something accepts connections on 127.0.0.1:port; throws std::runtime_error after `timeout`.
