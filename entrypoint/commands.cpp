@@ -20,8 +20,9 @@
 #include "k8s/manifest.h"
 #include "model/model.h"
 #include "s3/command.h"
-#include "s3/stage.h"
 #include "spec/spec.h"
+#include "storage/data_source.h"
+#include "storage/output.h"
 #include "train/trainer.h"
 
 namespace tp::commands {
@@ -70,53 +71,6 @@ int check(const cli::Options& options) {
   return 0;
 }
 
-bool is_s3(const std::string& source) { return source.rfind("s3://", 0) == 0; }
-
-// A directory holding exactly the staged objects (hard links into the cache), so that objects
-// cached by earlier runs or for other ranks of the node are not read as data.
-fs::path make_view(const s3::StagedData& staged, const fs::path& view) {
-  fs::remove_all(view);
-  for (const auto& object : staged.objects) {
-    const fs::path target = view / object.relative_path;
-    fs::create_directories(target.parent_path());
-    std::error_code error;
-    fs::create_hard_link(staged.root / object.relative_path, target, error);
-    if (error) fs::copy_file(staged.root / object.relative_path, target);
-  }
-  return view;
-}
-
-// Stages s3:// sources into the node's cache under the workdir and points the spec at the local
-// copy. The ranks of a node share the cache and one transfer (the stager locks it).
-data::Datasets open_data(spec::DataSpec data_spec, const fs::path& root, const fs::path& workdir, std::uint64_t seed,
-                         const dist::Topology& topology, int rank) {
-  bool rank_share = false;
-  auto stage = [&](std::string& source, bool shard, const char* view_name) {
-    if (!is_s3(source)) return;
-    s3::StageRequest request;
-    request.source = source;
-    request.destination = workdir / "cache" / "s3";
-    request.rank = rank;
-    request.world_size = topology.world_size();
-    request.local_rank = topology.local_rank.value_or(0);
-    request.local_world_size = topology.nproc_per_node;
-    request.sharding = shard ? s3::Sharding::shard : s3::Sharding::all;
-    request.connection.endpoint = data_spec.endpoint;
-    request.connection.credentials_file = data_spec.credentials;
-    const s3::StagedData staged = s3::stage(request);
-    spdlog::info("staged {}: {} objects, {:.1f} MiB ({} downloaded, {} cached)", source, staged.objects.size(),
-                 static_cast<double>(staged.bytes) / (1 << 20), staged.downloaded, staged.cached);
-    source = make_view(staged, workdir / "data" / fmt::format("rank-{}", rank) / view_name).string();
-    rank_share = rank_share || shard;
-  };
-  const bool shard = data_spec.staging == "shard" && topology.world_size() > 1;
-  stage(data_spec.source, shard, "train");
-  stage(data_spec.valid_source, false, "valid");
-  data::Datasets data = data::open(data_spec, root, seed);
-  data.rank_share = rank_share;
-  return data;
-}
-
 std::string choose_backend(const spec::DistSpec& spec) {
   if (spec.backend != "auto") return spec.backend;
   return torch::cuda::is_available() ? "nccl" : "gloo";
@@ -139,26 +93,23 @@ int run_user_command(const cli::Options& options, const SpecSource& source, cons
                           {"WORLD_SIZE", std::to_string(topology.world_size())},
                           {"LOCAL_WORLD_SIZE", std::to_string(topology.nproc_per_node)}};
   }
-  const fs::path output_dir = fs::absolute(fs::path(options.workdir) / spec.job.output);
+  const storage::OutputLocation output(spec, fs::absolute(options.workdir));
   std::error_code error;
-  fs::create_directories(output_dir, error);
-  if (error) fail(ExitCode::output, "job.output: cannot create {}: {}", output_dir.string(), error.message());
-  launch.environment["TRAINPOINT_OUTPUT_DIR"] = output_dir.string();
+  fs::create_directories(output.local_dir(), error);
+  if (error) fail(ExitCode::output, "job.output: cannot create {}: {}", output.local_dir().string(), error.message());
+  launch.environment["TRAINPOINT_OUTPUT_DIR"] = output.local_dir().string();
   if (!spec.data.source.empty()) {
-    if (spec.data.source.find("://") != std::string::npos) {
-      fail(ExitCode::spec, "data.source '{}': command mode passes only a local directory as TRAINPOINT_DATA_DIR",
-           spec.data.source);
-    }
-    const fs::path data_dir = fs::absolute(source.root / spec.data.source).lexically_normal();
-    if (!fs::exists(data_dir)) {
-      fail(ExitCode::data, "data.source: {} does not exist in the repository or on local disk", data_dir.string());
-    }
-    launch.environment["TRAINPOINT_DATA_DIR"] = data_dir.string();
+    const storage::Placement placement{fs::absolute(options.workdir), topology,
+                                       topology.rank.value_or(topology.node_rank)};
+    launch.environment["TRAINPOINT_DATA_DIR"] = storage::local_data_for_command(spec.data, source.root, placement);
   }
   spdlog::info("command mode: running '{}' from {} as {} worker(s) ({} convention, node {} of {})",
                fmt::join(spec.job.command, " "), source.root.string(), launch.topology.nproc_per_node,
                topology.convention, topology.node_rank, topology.nnodes);
-  return dist::run_workers(launch);
+  const int status = dist::run_workers(launch);
+  // What the program wrote goes to an s3:// output even when it failed: partial results help.
+  if (output.remote()) output.publish(output.local_dir());
+  return status;
 }
 
 int run(const cli::Options& options) {
@@ -187,9 +138,11 @@ int run(const cli::Options& options) {
   if (world_size > 1) log::set_rank(rank);
   spdlog::info("spec {} is valid: job '{}'", options.spec, spec.job.name);
 
-  const fs::path output_dir = fs::absolute(fs::path(options.workdir) / spec.job.output);
+  const storage::OutputLocation output(spec, fs::absolute(options.workdir));
+  if (spec.checkpoint.resume == "auto") output.fetch_for_resume(spec.checkpoint.keep);
   const auto seed = static_cast<std::uint64_t>(spec.job.seed);
-  const data::Datasets data = open_data(spec.data, source.root, fs::absolute(options.workdir), seed, topology, rank);
+  const data::Datasets data =
+      storage::open_data(spec.data, source.root, {fs::absolute(options.workdir), topology, rank}, seed);
   torch::jit::Module model = model::create(spec.model, data.schema, source.root, seed);
 
   std::unique_ptr<dist::Communicator> communicator;
@@ -208,9 +161,12 @@ int run(const cli::Options& options) {
 
   const train::RunOrigin origin{git::redacted_url(options.repo), options.ref, source.commit, options.spec,
                                 spec::describe(loaded)};
-  const train::FitResult result = train::fit(model, data, spec, *communicator, output_dir, origin);
-  if (rank == 0) spdlog::info("done: train_loss {:.4f}, valid_loss {:.4f}, accuracy {:.4f}; outputs in {}", result.last.train_loss,
-               result.last.valid_loss, result.last.valid_accuracy, output_dir.string());
+  const train::FitResult result = train::fit(model, data, spec, *communicator, output.local_dir(), origin,
+                                             [&](const fs::path& file) { output.publish(file); });
+  if (rank == 0) {
+    spdlog::info("done: train_loss {:.4f}, valid_loss {:.4f}, accuracy {:.4f}; outputs in {}", result.last.train_loss,
+                 result.last.valid_loss, result.last.valid_accuracy, output.name());
+  }
   return 0;
 }
 

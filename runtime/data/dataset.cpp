@@ -68,6 +68,13 @@ std::string SubsetDataset::describe(std::size_t index) const {
   return base_->describe(indices_.at(index));
 }
 
+void SubsetDataset::will_read(const std::vector<std::size_t>& indices) const {
+  std::vector<std::size_t> base_indices;
+  base_indices.reserve(indices.size());
+  for (const std::size_t index : indices) base_indices.push_back(indices_.at(index));
+  base_->will_read(base_indices);
+}
+
 std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_indices(std::size_t n,
                                                                             double valid_fraction,
                                                                             std::uint64_t seed) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "data/file_store.h"
 #include "spec/spec.h"
 
 namespace tp::data {
@@ -62,6 +63,8 @@ class Dataset {
   virtual at::Tensor get_into(std::size_t index, std::int64_t epoch, at::Tensor& input) const;
   // A human-readable name of a sample (its file), for messages.
   virtual std::string describe(std::size_t index) const { return "sample " + std::to_string(index); }
+  // The samples about to be read, in order: streamed data is fetched ahead in this order.
+  virtual void will_read(const std::vector<std::size_t>& /*indices*/) const {}
 };
 
 // Examples held in memory as two tensors whose first dimension indexes samples.
@@ -84,6 +87,7 @@ class SubsetDataset final : public Dataset {
   Example get(std::size_t index, std::int64_t epoch) const override;
   at::Tensor get_into(std::size_t index, std::int64_t epoch, at::Tensor& input) const override;
   std::string describe(std::size_t index) const override;
+  void will_read(const std::vector<std::size_t>& indices) const override;
 
  private:
   std::shared_ptr<const Dataset> base_;
@@ -100,9 +104,11 @@ struct Datasets {
   bool rank_share = false;
 };
 
-// Opens the data a spec names. Relative paths are resolved from `root` (the repository checkout).
-// Throws tp::Error (ExitCode::data) naming the path and what is wrong.
-Datasets open(const spec::DataSpec& spec, const std::filesystem::path& root, std::uint64_t seed);
+// Opens the data a spec names. Relative paths are resolved from `root` (the repository checkout); image
+// files are listed and read through `store`. Throws tp::Error (ExitCode::data) naming the path and what is
+// wrong.
+Datasets open(const spec::DataSpec& spec, const std::filesystem::path& root, std::uint64_t seed,
+              const std::shared_ptr<const FileStore>& store = local_files());
 
 // Splits [0, n) into a training and a validation part: a seeded shuffle, then the first
 // round(n * valid_fraction) indices are validation. Both parts are returned sorted.

@@ -12,6 +12,7 @@
 #include "common/files.h"
 #include "data/csv.h"
 #include "data/dataset.h"
+#include "data/file_store.h"
 #include "data/image.h"
 #include "data/transform.h"
 
@@ -76,9 +77,10 @@ ImageTransform train_transform(const spec::DataSpec& spec) {
 // Image files with one target each (a class index, a float, or a multi-hot vector).
 class ImageDataset final : public Dataset {
  public:
-  ImageDataset(std::vector<fs::path> files, at::Tensor targets, ImageTransform transform, int channels,
-               std::uint64_t seed, std::shared_ptr<BadFiles> bad_files)
-      : files_(std::move(files)),
+  ImageDataset(std::shared_ptr<const FileStore> store, std::vector<fs::path> files, at::Tensor targets,
+               ImageTransform transform, int channels, std::uint64_t seed, std::shared_ptr<BadFiles> bad_files)
+      : store_(std::move(store)),
+        files_(std::move(files)),
         targets_(std::move(targets)),
         transform_(transform),
         channels_(channels),
@@ -87,6 +89,13 @@ class ImageDataset final : public Dataset {
 
   std::size_t size() const override { return files_.size(); }
   std::string describe(std::size_t index) const override { return files_.at(index).string(); }
+
+  void will_read(const std::vector<std::size_t>& indices) const override {
+    std::vector<fs::path> files;
+    files.reserve(indices.size());
+    for (const std::size_t index : indices) files.push_back(files_.at(index));
+    store_->will_read(files);
+  }
 
   Example get(std::size_t index, std::int64_t epoch) const override {
     at::Tensor input = at::empty({channels_, transform_.size, transform_.size}, at::kFloat);
@@ -114,7 +123,7 @@ class ImageDataset final : public Dataset {
   // Writes channels x size x size floats to `out`.
   void load(std::size_t file_index, std::int64_t epoch, std::size_t sample_index, float* out) const {
     const std::string name = describe(file_index);
-    const std::string bytes = read_file(files_[file_index], ExitCode::data);
+    const std::string bytes = store_->read(files_[file_index]);
     const ImageSize stored = read_image_size(bytes, name);
     std::mt19937_64 generator = sample_generator(seed_, epoch, sample_index);
     const Placement placement = place(transform_, stored, generator);
@@ -126,6 +135,7 @@ class ImageDataset final : public Dataset {
                         out);
   }
 
+  std::shared_ptr<const FileStore> store_;
   std::vector<fs::path> files_;
   at::Tensor targets_;
   ImageTransform transform_;
@@ -141,39 +151,36 @@ struct LabelledImages {
 };
 
 // image_folder: one subdirectory per class. `known_classes` (validation data) fixes the class indices.
-LabelledImages list_image_folder(const fs::path& dir, const std::vector<std::string>* known_classes) {
-  std::error_code error;
-  if (!fs::is_directory(dir, error)) fail(ExitCode::data, "{}: no such directory", dir.string());
-  std::vector<std::string> classes;
+LabelledImages list_image_folder(const FileStore& store, const fs::path& dir,
+                                 const std::vector<std::string>* known_classes) {
+  std::map<std::string, std::vector<fs::path>> images_by_class;  // every class folder, even without images
   bool loose_images = false;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.is_directory()) {
-      classes.push_back(entry.path().filename().string());
-    } else if (has_image_extension(entry.path())) {
-      loose_images = true;
+  for (const fs::path& file : store.list(dir)) {
+    const fs::path relative = file.lexically_relative(dir);
+    const bool image = has_image_extension(file);
+    if (std::distance(relative.begin(), relative.end()) == 1) {
+      loose_images = loose_images || image;
+      continue;
     }
+    auto& images = images_by_class[relative.begin()->string()];
+    if (image) images.push_back(file);
   }
-  if (classes.empty()) {
+  if (images_by_class.empty()) {
     fail(ExitCode::data, "{}: no class subdirectories{}", dir.string(),
          loose_images ? " (images must be in one subdirectory per class)" : "");
   }
-  std::sort(classes.begin(), classes.end());
   LabelledImages result;
-  result.classes = known_classes ? *known_classes : classes;
+  for (const auto& entry : images_by_class) result.classes.push_back(entry.first);
+  if (known_classes) result.classes = *known_classes;
   std::vector<std::int64_t> labels;
-  for (const auto& name : classes) {
+  for (const auto& [name, files] : images_by_class) {
     const std::int64_t label = index_of(result.classes, name);
     if (label < 0) {
       fail(ExitCode::data, "{}: class '{}' is not among the training classes ({})", (dir / name).string(),
            name, fmt::join(result.classes, ", "));
     }
-    std::vector<fs::path> files;
-    for (const auto& entry : fs::recursive_directory_iterator(dir / name)) {
-      if (entry.is_regular_file() && has_image_extension(entry.path())) files.push_back(entry.path());
-    }
     if (files.empty())
       fail(ExitCode::data, "{}: class '{}' has no PNG or JPEG images", (dir / name).string(), name);
-    std::sort(files.begin(), files.end());
     result.files.insert(result.files.end(), files.begin(), files.end());
     labels.insert(labels.end(), files.size(), label);
   }
@@ -247,10 +254,13 @@ LabelledImages read_image_csv(const fs::path& file, const spec::DataSpec& spec,
   return result;
 }
 
-Datasets open_images(const spec::DataSpec& spec, const fs::path& root, std::uint64_t seed) {
+fs::path table_file(const fs::path& path);
+
+Datasets open_images(const spec::DataSpec& spec, const fs::path& root, std::uint64_t seed,
+                     const std::shared_ptr<const FileStore>& store) {
   const bool folder = spec.format == "image_folder";
   const auto read = [&](const fs::path& path, const std::vector<std::string>* known) {
-    return folder ? list_image_folder(path, known) : read_image_csv(path, spec, known);
+    return folder ? list_image_folder(*store, path, known) : read_image_csv(table_file(path), spec, known);
   };
   LabelledImages train = read(resolve(root, spec.source), nullptr);
   LabelledImages valid;
@@ -273,10 +283,10 @@ Datasets open_images(const spec::DataSpec& spec, const fs::path& root, std::uint
   Datasets datasets;
   datasets.bad_files = std::make_shared<BadFiles>(spec.max_bad_files);
   const int channels = static_cast<int>(spec.channels);
-  datasets.train = std::make_shared<ImageDataset>(std::move(train.files), train.targets,
+  datasets.train = std::make_shared<ImageDataset>(store, std::move(train.files), train.targets,
                                                   train_transform(spec), channels, seed, datasets.bad_files);
-  datasets.valid = std::make_shared<ImageDataset>(std::move(valid.files), valid.targets, eval_transform(spec),
-                                                  channels, seed, datasets.bad_files);
+  datasets.valid = std::make_shared<ImageDataset>(store, std::move(valid.files), valid.targets,
+                                                  eval_transform(spec), channels, seed, datasets.bad_files);
   Schema& schema = datasets.schema;
   schema.input_shape = {channels, spec.image_size, spec.image_size};
   schema.classification = spec.task != "regression";
@@ -288,6 +298,7 @@ Datasets open_images(const spec::DataSpec& spec, const fs::path& root, std::uint
 
 // ----- tables -----
 
+// `path` itself, or the one .csv file in the directory `path`.
 fs::path table_file(const fs::path& path) {
   std::error_code error;
   if (fs::is_regular_file(path, error)) return path;
@@ -447,10 +458,11 @@ Datasets open_table(const spec::DataSpec& spec, const fs::path& root, std::uint6
 
 }  // namespace
 
-Datasets open(const spec::DataSpec& spec, const std::filesystem::path& root, std::uint64_t seed) {
+Datasets open(const spec::DataSpec& spec, const std::filesystem::path& root, std::uint64_t seed,
+              const std::shared_ptr<const FileStore>& store) {
   if (spec.source.empty()) fail(ExitCode::spec, "data.source: required");
   if (spec.format == "table_csv") return open_table(spec, root, seed);
-  return open_images(spec, root, seed);
+  return open_images(spec, root, seed, store);
 }
 
 }  // namespace tp::data

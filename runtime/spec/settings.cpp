@@ -78,7 +78,10 @@ std::vector<Setting> declare_all() {
           .doc("Seed for weight initialisation, shuffling and augmentation: the same seed and world size give the same run."),
       Declare("job.output", &Spec::job, &JobSpec::output).fallback("output")
           .doc("Directory for checkpoints, metrics.jsonl, the final model and the run record. A relative path is "
-               "taken from the working directory (--workdir)."),
+               "taken from the working directory (--workdir). s3://bucket/prefix: written under the workdir and "
+               "uploaded as each file is complete (checkpoints, metrics, then model.pt and run.json), with "
+               "`data.endpoint` and `data.credentials`; a restarted job fetches the newest checkpoints from there "
+               "to resume."),
       Declare("job.command", &Spec::job, &JobSpec::command).fallback(std::vector<std::string>{})
           .doc("Command mode: your own program and its arguments, for example [\"python3\", \"train.py\"], run from "
                "the repository root once per local rank with torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, "
@@ -88,10 +91,15 @@ std::vector<Setting> declare_all() {
       Declare("data.source", &Spec::data, &DataSpec::source)
           .doc("Training data: a local directory or file (a relative path is taken from the repository root), or "
                "s3://bucket/prefix, staged before training (see `data.staging`). Required unless `job.command` is set."),
-      Declare("data.staging", &Spec::data, &DataSpec::staging).fallback("all").choices({"all", "shard"})
-          .doc("s3:// sources: all (every node stages every object; the ranks of a node share one transfer and "
-               "cache) or shard (each rank stages and trains on only its share, balanced by bytes; every rank takes "
-               "as many steps as the smallest share allows)."),
+      Declare("data.staging", &Spec::data, &DataSpec::staging).fallback("all").choices({"all", "shard", "stream"})
+          .doc("s3:// sources: all (every node stages every object before training; the ranks of a node share one "
+               "transfer and cache), shard (each rank stages and trains on only its share, balanced by bytes; every "
+               "rank takes as many steps as the smallest share allows) or stream (training starts at once: each "
+               "rank fetches the images it is about to read, in its sampler's order, into a cache of "
+               "`data.stream_cache_mb`; image formats only, table_csv is staged)."),
+      Declare("data.stream_cache_mb", &Spec::data, &DataSpec::stream_cache_mb).fallback(4096).range(16, 1e9)
+          .doc("data.staging = \"stream\": disk each rank may fill with streamed objects; the least recently read "
+               "are deleted to make room. Objects being read are never deleted, so a batch's images must fit."),
       Declare("data.endpoint", &Spec::data, &DataSpec::endpoint).optional()
           .doc("s3:// sources: the S3 endpoint, such as http://minio.minio:9000. Unset: AWS_ENDPOINT_URL_S3, "
                "AWS_ENDPOINT_URL, S3_ENDPOINT_URL or MINIO_URL, else AWS (docs/s3.md)."),
@@ -100,8 +108,8 @@ std::vector<Setting> declare_all() {
                "the chain in docs/s3.md (TRAINPOINT_S3_CREDENTIALS, the environment, /vault/secrets, ~/.aws, "
                "anonymous)."),
       Declare("data.format", &Spec::data, &DataSpec::format).fallback("image_folder").choices({"image_folder", "image_csv", "table_csv"})
-          .doc("image_folder: one subdirectory per class holding PNG or JPEG files. image_csv: a CSV file whose "
-               "first column is an image path (relative to the file) and whose `data.target` column is the label. "
+          .doc("image_folder: one subdirectory per class holding PNG or JPEG files. image_csv: a CSV file (or a "
+               "directory holding one) whose first column is an image path (relative to the file) and whose `data.target` column is the label. "
                "table_csv: a CSV file (or a directory holding one) with a header, feature columns and a target column."),
       Declare("data.valid", &Spec::data, &DataSpec::valid).fallback(0.2).range(0.0, 0.9)
           .doc("Fraction of `data.source` held out for validation (chosen with `job.seed`). Ignored when "

@@ -20,7 +20,8 @@ struct JobSpec {
 
 struct DataSpec {
   std::string source;        // a local path or s3://bucket/prefix
-  std::string staging;       // s3 sources: all | shard
+  std::string staging;       // s3 sources: all | shard | stream
+  std::int64_t stream_cache_mb;  // stream: disk for streamed objects, per rank
   std::string endpoint;      // s3 sources: the endpoint URL (empty: from the environment)
   std::string credentials;   // s3 sources: a credentials file (empty: the credential chain)
   std::string format;        // image_folder | image_csv | table_csv

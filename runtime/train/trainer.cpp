@@ -175,7 +175,11 @@ void write_final_outputs(torch::jit::Module& model, const fs::path& output_dir, 
 }  // namespace
 
 FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec,
-              dist::Communicator& communicator, const fs::path& output_dir, const RunOrigin& origin) {
+              dist::Communicator& communicator, const fs::path& output_dir, const RunOrigin& origin,
+              const PublishFile& publish) {
+  const auto published = [&](const fs::path& file) {
+    if (publish) publish(file);
+  };
   const auto started = Clock::now();
   const bool writer = communicator.rank() == 0;
   const fs::path checkpoints = output_dir / "checkpoints";
@@ -321,7 +325,10 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
         if (stop_agreed(communicator)) {
           position.batches_done = static_cast<std::int64_t>(loader.position());
           const fs::path saved = checkpoint_path(checkpoints, position);
-          if (writer) save_checkpoint(saved, model, *optimizer, position);
+          if (writer) {
+            save_checkpoint(saved, model, *optimizer, position);
+            published(saved);
+          }
           communicator.barrier();
           fail(ExitCode::interrupted, "stopped by a signal at epoch {} batch {} (step {}); checkpoint {} saved: a "
                "restart resumes there", epoch + 1, position.batches_done, position.step, saved.string());
@@ -354,9 +361,13 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
       const bool due = spec.checkpoint.every_epochs > 0 && (m.epoch % spec.checkpoint.every_epochs == 0 ||
                                                              m.epoch == spec.train.epochs);
       if (due) {
-        save_checkpoint(checkpoint_path(checkpoints, position), model, *optimizer, position);
+        const fs::path saved = checkpoint_path(checkpoints, position);
+        save_checkpoint(saved, model, *optimizer, position);
         prune_checkpoints(checkpoints, spec.checkpoint.keep);
+        published(saved);
       }
+      published(output_dir / "metrics.jsonl");
+      published(output_dir / "metrics.csv");
     }
     result.last = m;
     ++result.epochs_run;
@@ -366,6 +377,8 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
   if (writer) {
     write_final_outputs(model, output_dir, origin, spec, result.last, communicator.world_size(), seconds, data);
     result.model_file = output_dir / "model.pt";
+    published(result.model_file);
+    published(output_dir / "run.json");
     spdlog::info("wrote {} and {}", result.model_file.string(), (output_dir / "run.json").string());
   }
   communicator.barrier();

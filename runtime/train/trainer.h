@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "data/dataset.h"
@@ -41,10 +42,15 @@ struct FitResult {
   std::filesystem::path model_file;
 };
 
+// Called on rank 0 with each output file once it is complete (a checkpoint, the metrics after an epoch,
+// model.pt, run.json), for example to upload it to an s3:// output.
+using PublishFile = std::function<void(const std::filesystem::path& file)>;
+
 // Trains `model` on `data` as `spec` says and writes into `output_dir` (rank 0 only):
 // metrics.jsonl (one line per epoch), checkpoints/, and at the very end model.pt (TorchScript) and
 // run.json. A failed run never leaves model.pt or run.json behind.
 FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec,
-              dist::Communicator& communicator, const std::filesystem::path& output_dir, const RunOrigin& origin);
+              dist::Communicator& communicator, const std::filesystem::path& output_dir, const RunOrigin& origin,
+              const PublishFile& publish = {});
 
 }  // namespace tp::train

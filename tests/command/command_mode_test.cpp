@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "s3/s3_server.h"
 #include "support/background_process.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -149,6 +150,29 @@ TEST_F(CommandMode, AProgramThatCannotBeStartedIsASpecError) {
                   " --set 'job.command=[\"no-such-program-xyz\"]' --set dist.nproc_per_node=1");
   EXPECT_EQ(missing.exit_code, 3) << missing.output;
   EXPECT_NE(missing.output.find("cannot execute 'no-such-program-xyz'"), std::string::npos) << missing.output;
+}
+
+// The program reads data staged from S3 (s3rver) and what it writes lands in an s3:// output.
+TEST_F(CommandMode, StagesAnS3SourceForTheProgramAndUploadsWhatItWrites) {
+  testing::S3Server server;
+  const std::string s3_env = "AWS_ENDPOINT_URL=" + server.endpoint() +
+                             " AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER ";
+  const auto upload = run_command("env " + s3_env + testing::trainpoint_binary() + " s3 cp --recursive " +
+                                  shell_quote((dir / "repo" / "data").string()) + " s3://test-bucket/tables");
+  ASSERT_EQ(upload.exit_code, 0) << upload.output;
+  const auto result = run_job(s3_env + "'TRAINPOINT_SET=data.source=s3://test-bucket/tables;job.output=s3://test-bucket/runs/cmd'");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+
+  s3::Client client(testing::test_connection(server.endpoint()));
+  const auto listing = client.list("test-bucket", "runs/cmd/");
+  std::vector<std::string> keys;
+  for (const auto& object : listing.objects) keys.push_back(object.key);
+  ASSERT_EQ(keys, (std::vector<std::string>{"runs/cmd/rank-0.txt", "runs/cmd/rank-1.txt"})) << result.output;
+  const fs::path fetched = dir / "rank-1.txt";
+  client.download("test-bucket", {{listing.objects[1], fetched}});
+  const std::string report = read_file(fetched);
+  EXPECT_NE(report.find("sum=3\n"), std::string::npos) << report;
+  EXPECT_NE(report.find("data_files=2\n"), std::string::npos) << report;  // a.csv and b.csv from the bucket
 }
 
 }  // namespace

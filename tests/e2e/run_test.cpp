@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "s3/s3_server.h"
@@ -241,6 +242,53 @@ TEST_F(EndToEnd, TwoRanksTrainFromS3WithShardedStagingAndACacheOnRestart) {
   const auto again = run_command(run);
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("(0 downloaded"), std::string::npos) << again.output;
+}
+
+// Training reads the images straight from S3 (streaming) and its outputs go to an s3:// prefix; a pod
+// restarted with an empty disk resumes from the checkpoint it finds there.
+TEST_F(EndToEnd, StreamsFromS3WritesOutputsToS3AndResumesFromThemOnANewDisk) {
+  testing::S3Server server;
+  const std::string s3_env = "env AWS_ENDPOINT_URL=" + server.endpoint() +
+                             " AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER ";
+  const auto upload = run_command(s3_env + testing::trainpoint_binary() + " s3 cp --recursive " +
+                                  shell_quote((repo_ / "data").string()) + " s3://test-bucket/shapes");
+  ASSERT_EQ(upload.exit_code, 0) << upload.output;
+  const auto run = [&](int epochs, const std::string& workdir) {
+    return run_command(s3_env + "MASTER_PORT=" + std::to_string(testing::free_port()) + " " +
+                       testing::trainpoint_binary() + " run --repo " + repo_.string() + " --ref " + first_ +
+                       " --spec train.toml --set data.source=s3://test-bucket/shapes --set data.staging=stream" +
+                       " --set data.stream_cache_mb=16 --set job.output=s3://test-bucket/runs/a" +
+                       " --set dist.nproc_per_node=2 --set train.epochs=" + std::to_string(epochs) +
+                       " --workdir " + shell_quote((dir_ / workdir).string()));
+  };
+  const auto first = run(2, "pod-1");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("[rank 1] streaming s3://test-bucket/shapes: 300 images"), std::string::npos)
+      << first.output;
+  EXPECT_FALSE(fs::exists(dir_ / "pod-1" / "data")) << "streaming stages nothing";
+
+  s3::Client client(testing::test_connection(server.endpoint()));
+  const auto keys = [&] {
+    std::set<std::string> found;
+    for (const auto& object : client.list("test-bucket", "runs/a/").objects) found.insert(object.key);
+    return found;
+  };
+  for (const char* file : {"model.pt", "run.json", "metrics.jsonl", "metrics.csv", "checkpoints/epoch-000002.ckpt"}) {
+    EXPECT_EQ(keys().count(std::string("runs/a/") + file), 1u) << file << "\n" << first.output;
+  }
+
+  // A new pod: nothing on its disk, one more epoch asked for.
+  const auto second = run(3, "pod-2");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("resumed from checkpoint after epoch 2"), std::string::npos) << second.output;
+  const fs::path metrics = dir_ / "metrics.jsonl";
+  const auto listing = client.list("test-bucket", "runs/a/metrics.jsonl");
+  ASSERT_EQ(listing.objects.size(), 1u);
+  client.download("test-bucket", {{listing.objects[0], metrics}});
+  const auto lines = read_lines(metrics);
+  ASSERT_EQ(lines.size(), 3u) << "the metrics of the first pod go on";
+  EXPECT_EQ(lines.back()["epoch"], 3);
+  EXPECT_EQ(keys().count("runs/a/checkpoints/epoch-000003.ckpt"), 1u);
 }
 
 TEST(Cli, VersionNamesTheLibraries) {

@@ -1,0 +1,26 @@
+// Where a dataset's files are read from: the local disk, or a local directory that S3 streaming fills on
+// demand (runtime/storage). Datasets name files by their local path either way.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tp::data {
+
+class FileStore {
+ public:
+  virtual ~FileStore() = default;
+  // Regular files under `dir`, recursively, sorted. Throws tp::Error(data) when `dir` is not a directory.
+  virtual std::vector<std::filesystem::path> list(const std::filesystem::path& dir) const = 0;
+  // Thread-safe. Throws tp::Error(data) naming the file when it cannot be read.
+  virtual std::string read(const std::filesystem::path& file) const = 0;
+  // The files about to be read, in reading order: a streaming store fetches them ahead.
+  virtual void will_read(const std::vector<std::filesystem::path>& /*files*/) const {}
+};
+
+// Files on the local disk.
+std::shared_ptr<const FileStore> local_files();
+
+}  // namespace tp::data

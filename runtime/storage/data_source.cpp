@@ -1,0 +1,139 @@
+#include "storage/data_source.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "data/image.h"
+#include "s3/paths.h"
+#include "s3/stage.h"
+#include "storage/streamed_files.h"
+
+namespace tp::storage {
+namespace {
+
+namespace fs = std::filesystem;
+
+s3::ConnectionOptions connection_options(const spec::DataSpec& spec) {
+  s3::ConnectionOptions options;
+  options.endpoint = spec.endpoint;
+  options.credentials_file = spec.credentials;
+  return options;
+}
+
+// A directory holding exactly the staged objects (hard links into the cache), so that objects
+// cached by earlier runs or for other ranks of the node are not read as data.
+fs::path make_view(const s3::StagedData& staged, const fs::path& view) {
+  fs::remove_all(view);
+  for (const auto& object : staged.objects) {
+    const fs::path target = view / object.relative_path;
+    fs::create_directories(target.parent_path());
+    std::error_code error;
+    fs::create_hard_link(staged.root / object.relative_path, target, error);
+    if (error) fs::copy_file(staged.root / object.relative_path, target);
+  }
+  return view;
+}
+
+// Stages `source` into the node's cache (shared by its ranks, one transfer) and returns the local view.
+fs::path stage(const std::string& source, const spec::DataSpec& spec, const Placement& placement, bool shard,
+               const char* view_name) {
+  s3::StageRequest request;
+  request.source = source;
+  request.destination = placement.workdir / "cache" / "s3";
+  request.rank = placement.rank;
+  request.world_size = placement.topology.world_size();
+  request.local_rank = placement.topology.local_rank.value_or(0);
+  request.local_world_size = placement.topology.nproc_per_node;
+  request.sharding = shard ? s3::Sharding::shard : s3::Sharding::all;
+  request.connection = connection_options(spec);
+  const s3::StagedData staged = s3::stage(request);
+  spdlog::info("staged {}: {} objects, {:.1f} MiB ({} downloaded, {} cached)", source, staged.objects.size(),
+               static_cast<double>(staged.bytes) / (1 << 20), staged.downloaded, staged.cached);
+  return make_view(staged, placement.workdir / "data" / fmt::format("rank-{}", placement.rank) / view_name);
+}
+
+// Lists `source` and returns a store that fetches its images as the loader asks for them. Other objects
+// (the CSV that labels the images) are downloaded before training starts.
+std::shared_ptr<StreamedFiles> stream(const std::string& source, const spec::DataSpec& spec,
+                                      const Placement& placement, fs::path& directory) {
+  const s3::S3Url url = s3::parse_s3_url(source);
+  auto client = std::make_unique<s3::Client>(s3::resolve_connection(connection_options(spec)));
+  const std::string prefix = url.key.empty() || url.key.back() == '/' ? url.key : url.key + "/";
+  std::vector<s3::ObjectInfo> listed = client->list(url.bucket, prefix).objects;
+  listed.erase(std::remove_if(listed.begin(), listed.end(), s3::is_folder_marker), listed.end());
+  if (listed.empty()) fail(ExitCode::data, "no objects under {} at {}", source, client->connection().endpoint);
+
+  // A rank's own directory: eviction must not delete what another rank of the node is reading.
+  directory = placement.workdir / "cache" / "stream" / fmt::format("rank-{}", placement.rank);
+  std::error_code error;
+  fs::remove_all(directory, error);
+  fs::create_directories(directory, error);
+  if (error) fail(ExitCode::output, "cannot create {}: {}", directory.string(), error.message());
+
+  std::vector<s3::ObjectInfo> images;
+  std::vector<fs::path> image_paths;
+  std::vector<s3::DownloadItem> others;
+  std::vector<fs::path> other_files;
+  std::uint64_t bytes = 0;
+  for (const auto& object : listed) {
+    const fs::path relative = s3::local_path_for_key(object.key, prefix);
+    bytes += object.size;
+    if (data::has_image_extension(relative)) {
+      images.push_back(object);
+      image_paths.push_back(relative);
+    } else {
+      others.push_back({object, directory / relative});
+      other_files.push_back(directory / relative);
+    }
+  }
+  if (!others.empty()) client->download(url.bucket, others);
+  spdlog::info("streaming {}: {} images, {:.1f} MiB in all, through a cache of {} MiB in {}", source,
+               images.size(), static_cast<double>(bytes) / (1 << 20), spec.stream_cache_mb, directory.string());
+  s3::PrefetchCache::Options options;
+  options.capacity_bytes = static_cast<std::uint64_t>(spec.stream_cache_mb) << 20;
+  return std::make_shared<StreamedFiles>(std::move(client), url.bucket, std::move(images), image_paths, directory,
+                                         std::move(other_files), options);
+}
+
+}  // namespace
+
+bool is_s3(const std::string& location) { return location.rfind("s3://", 0) == 0; }
+
+data::Datasets open_data(const spec::DataSpec& spec, const fs::path& root, const Placement& placement,
+                         std::uint64_t seed) {
+  spec::DataSpec local = spec;
+  const bool multi_rank = placement.topology.world_size() > 1;
+  std::shared_ptr<const data::FileStore> store = data::local_files();
+  bool rank_share = false;
+  if (is_s3(spec.source)) {
+    if (spec.staging == "stream" && spec.format != "table_csv") {
+      fs::path directory;
+      store = stream(spec.source, spec, placement, directory);
+      local.source = directory.string();
+    } else {
+      if (spec.staging == "stream") spdlog::info("data.staging = \"stream\": a table_csv source is staged whole");
+      rank_share = spec.staging == "shard" && multi_rank;
+      local.source = stage(spec.source, spec, placement, rank_share, "train").string();
+    }
+  }
+  if (is_s3(spec.valid_source)) local.valid_source = stage(spec.valid_source, spec, placement, false, "valid").string();
+  data::Datasets data = data::open(local, root, seed, store);
+  data.rank_share = rank_share;
+  return data;
+}
+
+fs::path local_data_for_command(const spec::DataSpec& spec, const fs::path& root, const Placement& placement) {
+  if (is_s3(spec.source)) return stage(spec.source, spec, placement, false, "source");
+  if (spec.source.find("://") != std::string::npos) {
+    fail(ExitCode::spec, "data.source '{}': only local paths and s3:// sources are supported", spec.source);
+  }
+  const fs::path local = fs::absolute(root / spec.source).lexically_normal();
+  if (!fs::exists(local)) {
+    fail(ExitCode::data, "data.source: {} does not exist in the repository or on local disk", local.string());
+  }
+  return local;
+}
+
+}  // namespace tp::storage

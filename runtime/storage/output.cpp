@@ -1,0 +1,74 @@
+#include "storage/output.h"
+
+#include <spdlog/spdlog.h>
+
+#include <fmt/ranges.h>
+
+#include "common/error.h"
+#include "s3/client.h"
+#include "s3/paths.h"
+#include "s3/stage.h"
+#include "storage/data_source.h"
+
+namespace tp::storage {
+
+namespace fs = std::filesystem;
+
+OutputLocation::OutputLocation(const spec::Spec& spec, const fs::path& workdir) : name_(spec.job.output) {
+  if (!is_s3(name_)) {
+    local_dir_ = fs::absolute(workdir / name_);
+    return;
+  }
+  const s3::S3Url url = s3::parse_s3_url(name_);
+  bucket_ = url.bucket;
+  prefix_ = url.key.empty() || url.key.back() == '/' ? url.key : url.key + "/";
+  local_dir_ = fs::absolute(workdir / "outputs" / bucket_ / prefix_);
+  s3::ConnectionOptions options;
+  options.endpoint = spec.data.endpoint;
+  options.credentials_file = spec.data.credentials;
+  client_ = std::make_unique<s3::Client>(s3::resolve_connection(options));
+}
+
+OutputLocation::~OutputLocation() = default;
+
+std::size_t OutputLocation::fetch_for_resume(std::int64_t keep) const {
+  if (!client_) return 0;
+  std::vector<s3::ObjectInfo> checkpoints;
+  std::vector<s3::DownloadItem> missing;
+  for (const auto& object : client_->list(bucket_, prefix_).objects) {
+    const std::string relative = object.key.substr(prefix_.size());
+    if (relative == "metrics.jsonl" || relative == "metrics.csv") {
+      if (!fs::exists(local_dir_ / relative)) missing.push_back({object, local_dir_ / relative});
+    } else if (relative.rfind("checkpoints/", 0) == 0 && fs::path(relative).extension() == ".ckpt") {
+      checkpoints.push_back(object);
+    }
+  }
+  // Checkpoint names sort in training order (the listing is in key order); the newest `keep` are enough.
+  if (checkpoints.size() > static_cast<std::size_t>(keep)) {
+    checkpoints.erase(checkpoints.begin(), checkpoints.end() - keep);
+  }
+  for (const auto& object : checkpoints) {
+    const fs::path target = local_dir_ / s3::local_path_for_key(object.key, prefix_);
+    std::error_code error;
+    if (fs::file_size(target, error) == object.size && !error) continue;
+    missing.push_back({object, target});
+  }
+  if (missing.empty()) return 0;
+  std::vector<std::string> names;
+  for (const auto& item : missing) names.push_back(item.object.key.substr(prefix_.size()));
+  spdlog::info("fetching {} file(s) from {} to resume: {}", missing.size(), name_, fmt::join(names, ", "));
+  client_->download(bucket_, missing);
+  return missing.size();
+}
+
+void OutputLocation::publish(const fs::path& file) const {
+  if (!client_) return;
+  const fs::path relative = file.lexically_relative(local_dir_);
+  if (relative.empty() || *relative.begin() == "..") {
+    fail(ExitCode::internal, "{} is not in the output directory {}", file.string(), local_dir_.string());
+  }
+  const std::string key = relative == "." ? prefix_ : prefix_ + relative.generic_string();
+  s3::upload_with(*client_, file, "s3://" + bucket_ + "/" + key);
+}
+
+}  // namespace tp::storage

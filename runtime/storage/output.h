@@ -1,0 +1,46 @@
+// job.output: a local directory, or s3://bucket/prefix written through a local directory under the
+// workdir and uploaded file by file as each is complete.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "spec/spec.h"
+
+namespace tp::s3 {
+class Client;
+}
+
+namespace tp::storage {
+
+class OutputLocation {
+ public:
+  // S3 outputs use the data's endpoint and credentials (`data.endpoint`, `data.credentials`).
+  OutputLocation(const spec::Spec& spec, const std::filesystem::path& workdir);
+  ~OutputLocation();
+  OutputLocation(const OutputLocation&) = delete;
+  OutputLocation& operator=(const OutputLocation&) = delete;
+
+  // Where the files are written: job.output itself, or its local copy.
+  const std::filesystem::path& local_dir() const { return local_dir_; }
+  bool remote() const { return client_ != nullptr; }
+  // job.output as the user wrote it, for messages.
+  const std::string& name() const { return name_; }
+
+  // S3 outputs: downloads what a restarted pod needs to resume and the local copy lacks: the newest `keep`
+  // checkpoints, and metrics.jsonl and metrics.csv so that their lines go on. Returns the files fetched.
+  std::size_t fetch_for_resume(std::int64_t keep) const;
+  // S3 outputs: uploads `file` (under local_dir(), or local_dir() itself) to the same relative key below
+  // the prefix, or every file of a directory. Does nothing for local outputs. Throws tp::Error (network, storage, output).
+  void publish(const std::filesystem::path& file) const;
+
+ private:
+  std::string name_;
+  std::filesystem::path local_dir_;
+  std::string bucket_;
+  std::string prefix_;  // ends with '/' (or is empty)
+  std::unique_ptr<s3::Client> client_;
+};
+
+}  // namespace tp::storage

@@ -1,0 +1,60 @@
+#include "storage/streamed_files.h"
+
+#include <algorithm>
+
+#include "common/files.h"
+
+namespace tp::storage {
+
+namespace fs = std::filesystem;
+
+StreamedFiles::StreamedFiles(std::unique_ptr<s3::Client> client, std::string bucket,
+                             std::vector<s3::ObjectInfo> objects, const std::vector<fs::path>& relative_paths,
+                             fs::path directory, std::vector<fs::path> local_files,
+                             s3::PrefetchCache::Options options)
+    : client_(std::move(client)), directory_(std::move(directory)), files_(std::move(local_files)) {
+  for (std::size_t i = 0; i < relative_paths.size(); ++i) {
+    const fs::path file = directory_ / relative_paths[i];
+    object_of_.emplace(file.string(), i);
+    files_.push_back(file);
+  }
+  std::sort(files_.begin(), files_.end());
+  cache_ = std::make_unique<s3::PrefetchCache>(*client_, std::move(bucket), std::move(objects), relative_paths,
+                                               directory_, options);
+}
+
+std::vector<fs::path> StreamedFiles::list(const fs::path& dir) const {
+  const fs::path relative = dir.lexically_relative(directory_);
+  if (relative.empty() || *relative.begin() == "..") return data::local_files()->list(dir);
+  std::vector<fs::path> under;
+  for (const auto& file : files_) {
+    const fs::path inside = file.lexically_relative(dir);
+    if (!inside.empty() && *inside.begin() != "..") under.push_back(file);
+  }
+  if (under.empty()) fail(ExitCode::data, "{}: no such directory among the streamed objects", dir.string());
+  return under;
+}
+
+std::string StreamedFiles::read(const fs::path& file) const {
+  const auto found = object_of_.find(file.string());
+  if (found == object_of_.end()) return read_file(file, ExitCode::data);
+  const fs::path local = cache_->acquire(found->second);
+  struct Release {
+    s3::PrefetchCache& cache;
+    std::size_t index;
+    ~Release() { cache.release(index); }
+  } release{*cache_, found->second};
+  return read_file(local, ExitCode::data);
+}
+
+void StreamedFiles::will_read(const std::vector<fs::path>& files) const {
+  std::vector<std::size_t> order;
+  order.reserve(files.size());
+  for (const auto& file : files) {
+    const auto found = object_of_.find(file.string());
+    if (found != object_of_.end()) order.push_back(found->second);
+  }
+  cache_->set_order(std::move(order));
+}
+
+}  // namespace tp::storage

@@ -1,0 +1,130 @@
+// Data streamed from S3 reads the same samples as a local copy within the cache's bound; s3:// outputs
+// upload what is published and give a new pod what it needs to resume.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+#include <numeric>
+
+#include "data/loader.h"
+#include "s3/s3_server.h"
+#include "s3/stage.h"
+#include "spec/spec.h"
+#include "storage/data_source.h"
+#include "storage/output.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace tp::storage {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::S3Server;
+
+std::uint64_t bytes_in(const fs::path& directory) {
+  std::uint64_t total = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(directory)) {
+    if (entry.is_regular_file()) total += entry.file_size();
+  }
+  return total;
+}
+
+class StorageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("AWS_ENDPOINT_URL", server_.endpoint().c_str(), 1);
+    setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
+    spec_ = spec::load_string("[data]\nsource = \"data\"\n[model]\narch = \"mlp\"\n", {}, "test.toml").spec;
+  }
+  void TearDown() override {
+    unsetenv("AWS_ENDPOINT_URL");
+    unsetenv("AWS_ACCESS_KEY_ID");
+    unsetenv("AWS_SECRET_ACCESS_KEY");
+  }
+  void upload(const fs::path& source, const std::string& destination) {
+    s3::Client client(testing::test_connection(server_.endpoint()));
+    s3::upload_with(client, source, destination);
+  }
+
+  S3Server server_;
+  testing::TempDir dir_;
+  spec::Spec spec_;
+};
+
+// 120 PNGs of about 210 KB (25 MB) through a 16 MiB cache: every sample decodes as from a local copy.
+TEST_F(StorageTest, StreamedImagesMatchALocalCopyAndTheCacheStaysWithinItsBound) {
+  testing::run_checked(std::string(TP_MAKE_DATASET_BIN) + " images --out " + (dir_ / "images").string() +
+                       " --classes 2 --per-class 60 --size 400 --format png --seed 2");
+  upload(dir_ / "images", "s3://test-bucket/big");
+
+  spec_.data.source = "s3://test-bucket/big";
+  spec_.data.staging = "stream";
+  spec_.data.stream_cache_mb = 16;
+  spec_.data.valid = 0.25;
+  spec_.data.image_size = 32;
+  const Placement placement{dir_ / "work", {}, 0};
+  const data::Datasets streamed = open_data(spec_.data, dir_.path(), placement, 7);
+  spec::DataSpec local_spec = spec_.data;
+  local_spec.source = (dir_ / "images").string();
+  const data::Datasets local = data::open(local_spec, dir_.path(), 7);
+  ASSERT_EQ(streamed.train->size(), 90u);
+  ASSERT_EQ(streamed.valid->size(), 30u);
+  EXPECT_EQ(streamed.schema.class_names, local.schema.class_names);
+
+  const fs::path cache = dir_ / "work" / "cache" / "stream" / "rank-0";
+  std::vector<std::size_t> indices(streamed.train->size());
+  std::iota(indices.begin(), indices.end(), 0);
+  std::reverse(indices.begin(), indices.end());
+  data::Loader streamed_loader(streamed.train, indices, 1, {8, 2});
+  data::Loader local_loader(local.train, indices, 1, {8, 2});
+  std::uint64_t most_on_disk = 0;
+  std::size_t samples = 0;
+  while (auto batch = streamed_loader.next()) {
+    const auto expected = local_loader.next();
+    ASSERT_TRUE(expected.has_value());
+    EXPECT_TRUE(torch::equal(batch->inputs, expected->inputs));
+    EXPECT_TRUE(torch::equal(batch->targets, expected->targets));
+    samples += static_cast<std::size_t>(batch->targets.size(0));
+    most_on_disk = std::max(most_on_disk, bytes_in(cache));
+  }
+  EXPECT_EQ(samples, 90u);
+  // The bound: the capacity, plus the objects that waiting readers force in (one per worker).
+  EXPECT_LE(most_on_disk, (16u << 20) + 2 * 260'000u);
+  EXPECT_GT(most_on_disk, 8u << 20) << "the cache was used";
+  EXPECT_EQ(streamed.bad_files->files().size(), 0u);
+}
+
+TEST_F(StorageTest, S3OutputsUploadPublishedFilesAndANewPodFetchesWhatResumingNeeds) {
+  spec_.job.output = "s3://test-bucket/runs/x";
+  const OutputLocation first(spec_, dir_ / "pod-1");
+  ASSERT_TRUE(first.remote());
+  for (const char* name : {"epoch-000001.ckpt", "epoch-000002.ckpt", "epoch-000003.ckpt"}) {
+    testing::write_text(first.local_dir() / "checkpoints" / name, name);
+    first.publish(first.local_dir() / "checkpoints" / name);
+  }
+  testing::write_text(first.local_dir() / "metrics.jsonl", "{\"epoch\": 3}\n");
+  first.publish(first.local_dir() / "metrics.jsonl");
+  testing::write_text(first.local_dir() / "model.pt", "model");
+  first.publish(first.local_dir() / "model.pt");
+
+  const OutputLocation second(spec_, dir_ / "pod-2");
+  EXPECT_EQ(second.fetch_for_resume(2), 3u);
+  const fs::path checkpoints = second.local_dir() / "checkpoints";
+  EXPECT_FALSE(fs::exists(checkpoints / "epoch-000001.ckpt")) << "only the newest `keep` are needed";
+  std::ifstream newest(checkpoints / "epoch-000003.ckpt");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(newest), {}), "epoch-000003.ckpt");
+  EXPECT_TRUE(fs::exists(checkpoints / "epoch-000002.ckpt"));
+  EXPECT_TRUE(fs::exists(second.local_dir() / "metrics.jsonl"));
+  EXPECT_FALSE(fs::exists(second.local_dir() / "model.pt")) << "a finished model is not needed to resume";
+  EXPECT_EQ(second.fetch_for_resume(2), 0u) << "what is there is not fetched again";
+
+  spec_.job.output = "out";
+  const OutputLocation local(spec_, dir_ / "pod-3");
+  EXPECT_FALSE(local.remote());
+  EXPECT_EQ(local.local_dir(), dir_ / "pod-3" / "out");
+  EXPECT_EQ(local.fetch_for_resume(2), 0u);
+}
+
+}  // namespace
+}  // namespace tp::storage
