@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Training throughput on CPU: trainpoint's engine (tp-train-bench) against Python PyTorch eager (Debian's
+# python3-torch, the same BLAS) on the same architecture, batch and synthetic data, alternating runs in one
+# call. Prints each run and a Markdown table of medians with the ratio trainpoint / Python.
+# usage: bench/train/run.sh [REPEATS] [THREADS]   (BUILD_DIR overrides build/)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build_dir="${BUILD_DIR:-$root/build}"
+repeats="${1:-3}"
+threads="${2:-1}"
+"$root/scripts/build" --target tp-train-bench >/dev/null
+results="$(mktemp /tmp/tp-bench-train.XXXXXX.jsonl)"
+# arch batch size channels steps
+configs=("small_cnn 64 28 1 60" "small_cnn 64 32 3 40" "resnet18 16 64 3 10")
+for config in "${configs[@]}"; do
+  for _ in $(seq "$repeats"); do
+    "$build_dir/bench/train/tp-train-bench" $config "$threads" | tee -a "$results"
+    /usr/bin/python3 "$root/bench/train/python_eager.py" $config "$threads" | tee -a "$results"
+  done
+done
+/usr/bin/python3 - "$results" "$threads" <<'PY'
+import json, statistics, sys
+runs = [json.loads(line) for line in open(sys.argv[1])]
+print(f"\n{sys.argv[2]} thread(s); medians of the runs above")
+print("| model, batch, input | engine | images/s | images per CPU-second | trainpoint / Python (per CPU-second) |")
+print("|---|---|---|---|---|")
+for config in dict.fromkeys(r["config"] for r in runs):
+    med = {}
+    for engine in ("trainpoint", "python eager"):
+        mine = [r for r in runs if r["config"] == config and r["engine"] == engine]
+        med[engine] = (statistics.median(r["images_per_s"] for r in mine),
+                       statistics.median(r["images_per_cpu_s"] for r in mine))
+    ratio = med["trainpoint"][1] / med["python eager"][1]
+    for engine in ("trainpoint", "python eager"):
+        print(f"| {config} | {engine} | {med[engine][0]:.0f} | {med[engine][1]:.0f} | {f'{ratio:.2f}x' if engine == 'trainpoint' else ''} |")
+PY
