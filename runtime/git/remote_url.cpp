@@ -44,6 +44,7 @@ void parse_authority(std::string_view authority, RemoteUrl& remote) {
 
 RemoteUrl parse_remote_url(const std::string& url) {
   RemoteUrl remote;
+  if (url.empty()) fail(ExitCode::source, "the git URL is empty: give a repository URL or path");
   const auto scheme_end = url.find("://");
   if (scheme_end == std::string::npos) {
     // scp-like `[user@]host:path` (a colon before any slash), else a local path.
@@ -66,7 +67,7 @@ RemoteUrl parse_remote_url(const std::string& url) {
   if (scheme == "file") {
     remote.transport = Transport::local;
     remote.local_path = rest;
-    remote.url = url;
+    remote.url = redacted_url(url);
     return remote;
   }
   if (scheme == "https") {
