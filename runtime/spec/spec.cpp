@@ -188,7 +188,12 @@ class Loader {
       const std::string section(section_key.str());
       const auto* table = section_node.as_table();
       if (table == nullptr) {
-        unknown_key(where(source_name_, section_key.source()), section);
+        const std::string at = where(source_name_, section_key.source());
+        if (known_section(section)) {
+          fail(ExitCode::spec, "{}: {}: expected a table ([{}]), got {}", at, section, section,
+               section_node.is_array() ? "an array" : "a value");
+        }
+        unknown_key(at, section);
       }
       for (const auto& [name_key, node] : *table) {
         const std::string key = section + "." + std::string(name_key.str());
@@ -249,6 +254,9 @@ class Loader {
     if (!spec.data.valid_source.empty() && loaded_.origins.at("data.valid") != "default") {
       fail(ExitCode::spec, "{}: data.valid conflicts with data.valid_source ({}): set only one of them",
            loaded_.origins.at("data.valid"), loaded_.origins.at("data.valid_source"));
+    }
+    if (spec.data.channels == 2) {
+      fail(ExitCode::spec, "{}: data.channels: 2 is not one of: 1 (grayscale), 3 (RGB)", loaded_.origins.at("data.channels"));
     }
     if (spec.data.format == "table_csv" && spec.model.arch == "small_cnn") {
       fail(ExitCode::spec, "{}: model.arch 'small_cnn' needs images, but data.format is 'table_csv' ({}): use 'mlp'",
