@@ -6,6 +6,8 @@ if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
   message(FATAL_ERROR "TRAINPOINT_FUZZ needs clang (libFuzzer): configure with -DCMAKE_CXX_COMPILER=clang++")
 endif()
 
+# -O1 with line tables: what libFuzzer recommends, and half the compile time of -O2 -g.
+set(CMAKE_CXX_FLAGS_RELWITHDEBINFO "-O1 -gline-tables-only")
 set(TRAINPOINT_SANITIZERS -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
 add_compile_options(${TRAINPOINT_SANITIZERS} -fsanitize=fuzzer-no-link)
 add_link_options(${TRAINPOINT_SANITIZERS})
