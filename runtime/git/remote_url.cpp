@@ -116,10 +116,13 @@ std::string resolve_submodule_url(const std::string& superproject_url, const std
       rest.remove_prefix(2);
     } else if (starts_with(rest, "../")) {
       rest.remove_prefix(3);
-      // The last path component ends at a '/', or at the ':' of an scp-like `host:path`.
-      const auto separator = resolved.find_last_of("/:");
+      // The last path component ends at a '/', or at the ':' of an scp-like `host:path`. In a URL only a
+      // '/' of the path counts: a ':' of the authority (a port, a password) is no separator.
       const auto scheme = resolved.find("://");
-      if (separator == std::string::npos || (scheme != std::string::npos && separator <= scheme + 2)) {
+      const auto separator = scheme == std::string::npos ? resolved.find_last_of("/:")
+                             : resolved.find('/', scheme + 3) == std::string::npos ? std::string::npos
+                                                                                   : resolved.rfind('/');
+      if (separator == std::string::npos) {
         fail(ExitCode::source, "submodule URL '{}' goes above the root of {}", url,
              redacted_url(superproject_url));
       }
