@@ -30,7 +30,7 @@ std::string authority_of(const std::string& url) {
 void raw(const std::string& url) {
   git::RemoteUrl remote;
   if (fuzz::returns_or_fails_with(ExitCode::source, [&] { remote = git::parse_remote_url(url); })) {
-    if (!remote.password.empty()) {
+    if (!remote.password.empty() && remote.password != "***") {  // "***" is what redaction writes
       const std::string userinfo = ":" + remote.password + "@";
       TP_FUZZ_CHECK(!holds(authority_of(remote.url), userinfo), url + " -> " + remote.url);
       TP_FUZZ_CHECK(!holds(authority_of(git::redacted_url(url)), userinfo), url + " -> " + git::redacted_url(url));
