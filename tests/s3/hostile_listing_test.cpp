@@ -90,8 +90,6 @@ const std::vector<std::string> kOddButSafeKeys = {
     "dataset/x..y/..z",
 };
 
-std::string printable_prefix(const std::string& key) { return key.substr(0, std::min<std::size_t>(key.size(), 12)); }
-
 TEST(HostileListing, UnsafeKeysFromAPageAreRejectedNamingTheKey) {
   std::vector<Key> keys;
   for (const auto& key : kUnsafeKeys) keys.push_back({key});
@@ -180,7 +178,7 @@ TEST(HostileListing, AHundredThousandKeysParseAndMapToDistinctPaths) {
 std::string percent_decode(const std::string& text) {
   std::string out;
   for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() + 0 && i + 2 <= text.size() - 1) {
+    if (text[i] == '%' && i + 2 < text.size()) {
       out += static_cast<char>(std::strtol(text.substr(i + 1, 2).c_str(), nullptr, 16));
       i += 2;
     } else {
