@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -23,8 +24,12 @@ ExitCode write_failure_class(int error_number) {
 
 std::filesystem::path temporary_sibling(const std::filesystem::path& target) {
   static std::atomic<unsigned> counter{0};
-  return target.parent_path() /
-         fmt::format(".{}.tmp-{}-{}", target.filename().string(), ::getpid(), counter.fetch_add(1));
+  const std::string suffix = fmt::format(".tmp-{}-{}", ::getpid(), counter.fetch_add(1));
+  // A file name may be 255 bytes: the target's own name is cut so that ".NAME.tmp-PID-N" fits too
+  // (pid and counter keep it unique). Found with an S3 key whose last segment is 255 bytes long.
+  std::string name = target.filename().string();
+  name.resize(std::min(name.size(), 255 - 1 - suffix.size()));
+  return target.parent_path() / ("." + name + suffix);
 }
 
 void commit_file(const std::filesystem::path& temporary, const std::filesystem::path& target) {

@@ -7,6 +7,9 @@
 namespace tp::dist {
 namespace {
 
+// The largest value a variable may hold, and the largest world: ranks must fit an int everywhere.
+constexpr long kMaxCount = 1 << 20;
+
 class Reader {
  public:
   explicit Reader(const EnvironmentLookup& environment) : environment_(environment) {}
@@ -23,7 +26,7 @@ class Reader {
     if (!value || (allow_auto && *value == "auto")) return std::nullopt;
     char* end = nullptr;
     const long parsed = std::strtol(value->c_str(), &end, 10);
-    if (end == value->c_str() || *end != '\0' || parsed < minimum || parsed > 1 << 20) {
+    if (end == value->c_str() || *end != '\0' || parsed < minimum || parsed > kMaxCount) {
       fail(ExitCode::usage, "environment variable {}={} is not an integer >= {}", name, *value, minimum);
     }
     return static_cast<int>(parsed);
@@ -127,6 +130,10 @@ Topology read_topology(const EnvironmentLookup& environment, int spec_nproc_per_
   topology.nnodes = nnodes.value_or(1);
   topology.node_rank = pet_node_rank ? *pet_node_rank : pod_rank.value_or(0);
   topology.nproc_per_node = nproc;
+  if (static_cast<long>(topology.nnodes) * topology.nproc_per_node > kMaxCount) {
+    fail(ExitCode::usage, "{} nodes x {} processes per node is more than {} processes", topology.nnodes,
+         topology.nproc_per_node, kMaxCount);
+  }
   if (topology.node_rank >= topology.nnodes) {
     fail(ExitCode::usage, "node rank {} is outside the {} nodes of the job (RANK/PET_NODE_RANK vs WORLD_SIZE/PET_NNODES)",
          topology.node_rank, topology.nnodes);

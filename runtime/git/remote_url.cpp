@@ -44,6 +44,7 @@ void parse_authority(std::string_view authority, RemoteUrl& remote) {
 
 RemoteUrl parse_remote_url(const std::string& url) {
   RemoteUrl remote;
+  if (url.empty()) fail(ExitCode::source, "the git URL is empty: give a repository URL or path");
   const auto scheme_end = url.find("://");
   if (scheme_end == std::string::npos) {
     // scp-like `[user@]host:path` (a colon before any slash), else a local path.
@@ -66,7 +67,7 @@ RemoteUrl parse_remote_url(const std::string& url) {
   if (scheme == "file") {
     remote.transport = Transport::local;
     remote.local_path = rest;
-    remote.url = url;
+    remote.url = redacted_url(url);
     return remote;
   }
   if (scheme == "https") {
@@ -115,10 +116,13 @@ std::string resolve_submodule_url(const std::string& superproject_url, const std
       rest.remove_prefix(2);
     } else if (starts_with(rest, "../")) {
       rest.remove_prefix(3);
-      // The last path component ends at a '/', or at the ':' of an scp-like `host:path`.
-      const auto separator = resolved.find_last_of("/:");
+      // The last path component ends at a '/', or at the ':' of an scp-like `host:path`. In a URL only a
+      // '/' of the path counts: a ':' of the authority (a port, a password) is no separator.
       const auto scheme = resolved.find("://");
-      if (separator == std::string::npos || (scheme != std::string::npos && separator <= scheme + 2)) {
+      const auto separator = scheme == std::string::npos ? resolved.find_last_of("/:")
+                             : resolved.find('/', scheme + 3) == std::string::npos ? std::string::npos
+                                                                                   : resolved.rfind('/');
+      if (separator == std::string::npos) {
         fail(ExitCode::source, "submodule URL '{}' goes above the root of {}", url,
              redacted_url(superproject_url));
       }

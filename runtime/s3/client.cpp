@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -286,6 +287,7 @@ Listing Client::list(const std::string& bucket, const std::string& prefix, const
   HandleLease lease(*this);
   Listing listing;
   std::string continuation;
+  std::set<std::string> tokens_seen;  // a server that hands out a token again would loop forever
   const std::string what = describe("ListObjectsV2", bucket, prefix);
   do {
     Call call;
@@ -313,6 +315,10 @@ Listing Client::list(const std::string& bucket, const std::string& prefix, const
       fail(ExitCode::network, "{}: listing is truncated but has no continuation token", what);
     }
     continuation = page.truncated ? page.next_continuation_token : "";
+    if (!continuation.empty() && !tokens_seen.insert(continuation).second) {
+      fail(ExitCode::network, "{}: the server repeated continuation token '{:.100}' after {} objects", what,
+           continuation, listing.objects.size());
+    }
   } while (!continuation.empty());
   std::sort(listing.objects.begin(), listing.objects.end(),
             [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });

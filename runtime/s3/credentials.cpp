@@ -207,7 +207,11 @@ AwsProfile aws_shared_profile() {
   auto take = [&](const std::map<std::string, std::string>& values, const std::string& origin) {
     const auto key = values.find("aws_access_key_id");
     const auto secret = values.find("aws_secret_access_key");
-    if (key == values.end() || secret == values.end() || !out.credentials.anonymous()) return;
+    // An empty value counts as absent, as a missing line does: half a key pair is no credentials.
+    if (key == values.end() || secret == values.end() || key->second.empty() || secret->second.empty() ||
+        !out.credentials.anonymous()) {
+      return;
+    }
     out.credentials.access_key_id = key->second;
     out.credentials.secret_access_key = secret->second;
     const auto token = values.find("aws_session_token");

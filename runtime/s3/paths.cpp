@@ -67,13 +67,12 @@ bool is_temporary_download(const std::string& file_name) {
 }
 
 std::filesystem::path local_path_for_key(const std::string& key, const std::string& prefix) {
-  if (key.compare(0, prefix.size(), prefix) != 0) {
-    fail(ExitCode::internal, "key '{}' is not under prefix '{}'", key, prefix);
-  }
-  const std::string relative = key.substr(prefix.size());
-  auto reject = [&](const char* why) {
+  auto reject = [&](const std::string& why) {
     fail(ExitCode::data, "S3 key '{}' cannot be staged: {}", printable(key), why);
   };
+  // S3 lists only keys under the prefix asked for; a server that sends others is not trusted with paths.
+  if (key.compare(0, prefix.size(), prefix) != 0) reject("it is not under the listed prefix '" + printable(prefix) + "'");
+  const std::string relative = key.substr(prefix.size());
   if (relative.empty()) reject("it names the prefix itself");
   if (!valid_utf8(relative)) reject("it is not valid UTF-8");
   for (unsigned char c : relative) {

@@ -1,6 +1,7 @@
 #include "s3/xml.h"
 
 #include <cctype>
+#include <cstdint>
 #include <sstream>
 
 #include <pugixml.hpp>
@@ -28,6 +29,21 @@ pugi::xml_document parse(const std::string& body, const char* what) {
   return document;
 }
 
+// An object's <Size>: decimal digits that fit 64 bits (absent: 0). Anything else is a garbled answer.
+std::uint64_t parse_size(const char* text, const std::string& key) {
+  const std::string size = text;
+  std::uint64_t value = 0;
+  for (const char c : size) {
+    const auto digit = static_cast<std::uint64_t>(c - '0');
+    if (c < '0' || c > '9' || value > (UINT64_MAX - digit) / 10) {
+      fail(ExitCode::network, "S3 sent a ListObjectsV2 answer with an invalid Size '{:.40}' for key '{:.200}'", size,
+           key);
+    }
+    value = value * 10 + digit;
+  }
+  return value;
+}
+
 }  // namespace
 
 std::string strip_quotes(std::string etag) {
@@ -44,7 +60,7 @@ ListPage parse_list_objects_v2(const std::string& body) {
   for (const pugi::xml_node contents : root.children("Contents")) {
     ObjectInfo object;
     object.key = contents.child_value("Key");
-    object.size = std::stoull(std::string("0") + contents.child_value("Size"));
+    object.size = parse_size(contents.child_value("Size"), object.key);
     object.etag = strip_quotes(contents.child_value("ETag"));
     page.objects.push_back(std::move(object));
   }

@@ -292,10 +292,22 @@ std::string to_toml(const Value& value) {
       return text;
     }
     std::string operator()(const std::string& v) const {
+      // TOML basic strings hold no raw control characters: they are escaped.
       std::string quoted = "\"";
       for (char c : v) {
-        if (c == '"' || c == '\\') quoted += '\\';
-        quoted += c;
+        const auto byte = static_cast<unsigned char>(c);
+        if (c == '"' || c == '\\') {
+          quoted += '\\';
+          quoted += c;
+        } else if (c == '\n') {
+          quoted += "\\n";
+        } else if (c == '\t') {
+          quoted += "\\t";
+        } else if (byte < 0x20 || byte == 0x7F) {
+          quoted += fmt::format("\\u{:04X}", byte);
+        } else {
+          quoted += c;
+        }
       }
       return quoted + "\"";
     }

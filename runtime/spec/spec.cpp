@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <string_view>
 #include <toml++/toml.h>
 
 #include "common/error.h"
@@ -132,6 +134,28 @@ Value convert(const Setting& setting, const toml::node& node, const std::string&
   return type_error(type_of(node));
 }
 
+// Well-formed UTF-8 (no overlong forms, surrogates or code points above U+10FFFF), as TOML requires.
+bool valid_utf8(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    const std::size_t length = byte < 0x80 ? 1 : byte >= 0xC2 && byte <= 0xDF ? 2 : byte >= 0xE0 && byte <= 0xEF ? 3
+                               : byte >= 0xF0 && byte <= 0xF4 ? 4 : 0;
+    if (length == 0 || i + length > text.size()) return false;
+    std::uint32_t code_point = length == 1 ? byte : byte & (0x7F >> length);
+    for (std::size_t j = 1; j < length; ++j) {
+      const auto next = static_cast<unsigned char>(text[i + j]);
+      if ((next & 0xC0) != 0x80) return false;
+      code_point = (code_point << 6) | (next & 0x3F);
+    }
+    const std::uint32_t smallest[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code_point < smallest[length] || code_point > 0x10FFFF || (code_point >= 0xD800 && code_point <= 0xDFFF)) {
+      return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
 bool is_set(const Value& value) {
   if (const auto* text = std::get_if<std::string>(&value)) return !text->empty();
   return true;
@@ -164,7 +188,12 @@ class Loader {
       const std::string section(section_key.str());
       const auto* table = section_node.as_table();
       if (table == nullptr) {
-        unknown_key(where(source_name_, section_key.source()), section);
+        const std::string at = where(source_name_, section_key.source());
+        if (known_section(section)) {
+          fail(ExitCode::spec, "{}: {}: expected a table ([{}]), got {}", at, section, section,
+               section_node.is_array() ? "an array" : "a value");
+        }
+        unknown_key(at, section);
       }
       for (const auto& [name_key, node] : *table) {
         const std::string key = section + "." + std::string(name_key.str());
@@ -197,6 +226,8 @@ class Loader {
       if (setting->kind != Kind::string && setting->kind != Kind::choice && !setting->allow_auto) {
         fail(ExitCode::spec, "{}: {}: '{}' is not a valid {}", at, key, text, kind_name(*setting));
       }
+      // Like a TOML file, a bare word must be UTF-8 (the description would otherwise not load).
+      if (!valid_utf8(text)) fail(ExitCode::spec, "{}: {}: the value is not valid UTF-8", at, key);
       parsed.insert_or_assign("value", text);
     }
     set(*setting, convert(*setting, *parsed.get("value"), at), "--set");
@@ -223,6 +254,9 @@ class Loader {
     if (!spec.data.valid_source.empty() && loaded_.origins.at("data.valid") != "default") {
       fail(ExitCode::spec, "{}: data.valid conflicts with data.valid_source ({}): set only one of them",
            loaded_.origins.at("data.valid"), loaded_.origins.at("data.valid_source"));
+    }
+    if (spec.data.channels == 2) {
+      fail(ExitCode::spec, "{}: data.channels: 2 is not one of: 1 (grayscale), 3 (RGB)", loaded_.origins.at("data.channels"));
     }
     if (spec.data.format == "table_csv" && spec.model.arch == "small_cnn") {
       fail(ExitCode::spec, "{}: model.arch 'small_cnn' needs images, but data.format is 'table_csv' ({}): use 'mlp'",
@@ -284,6 +318,11 @@ std::string describe(const LoadedSpec& loaded) {
     if (setting.allow_auto && std::get<std::int64_t>(value) == 0) text = "\"auto\"";
     if (!is_set(value)) {
       out += fmt::format("# {} is unset\n", setting.name());
+      continue;
+    }
+    // Written out, it would conflict with valid_source when the description is loaded again.
+    if (setting.key == "data.valid" && !loaded.spec.data.valid_source.empty()) {
+      out += fmt::format("# {} is ignored: data.valid_source is set\n", setting.name());
       continue;
     }
     const std::string line = fmt::format("{} = {}", setting.name(), text);

@@ -124,5 +124,14 @@ TEST(Topology, InconsistentValuesAreClearErrors) {
   EXPECT_EQ(error_of({{"PET_MASTER_PORT", "1"}, {"MASTER_PORT", "2"}}), "PET_MASTER_PORT=1 disagrees with MASTER_PORT=2");
 }
 
+// Found by tests/fuzz (topology): each variable was bounded, but not their product, so the world size
+// (nodes x processes per node) overflowed int.
+TEST(Topology, TheWorldMustFitAnInt) {
+  EXPECT_EQ(error_of({{"PET_NNODES", "1048576"}, {"PET_NPROC_PER_NODE", "1048576"}, {"MASTER_ADDR", "m"}}),
+            "1048576 nodes x 1048576 processes per node is more than 1048576 processes");
+  EXPECT_EQ(error_of({{"WORLD_SIZE", "4096"}, {"MASTER_ADDR", "m"}}, 1024), "4096 nodes x 1024 processes per node is more than 1048576 processes");
+  EXPECT_EQ(read({{"PET_NNODES", "1024"}, {"PET_NPROC_PER_NODE", "1024"}, {"MASTER_ADDR", "m"}}).world_size(), 1 << 20);
+}
+
 }  // namespace
 }  // namespace tp::dist

@@ -54,6 +54,32 @@ TEST(GitRemoteUrl, ResolvesRelativeSubmoduleUrls) {
   EXPECT_THROW(resolve_submodule_url("https://h/super.git", "../../lib.git"), Error);
 }
 
+// Found by tests/fuzz (git_url): an empty URL threw std::filesystem_error (not tp::Error), and a
+// file:// URL kept a password in `url`, which is logged and stored.
+TEST(GitRemoteUrl, EmptyUrlIsASourceError) {
+  try {
+    parse_remote_url("");
+    FAIL() << "accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::source);
+    EXPECT_STREQ(error.what(), "the git URL is empty: give a repository URL or path");
+  }
+}
+
+TEST(GitRemoteUrl, FileUrlDropsAPassword) {
+  EXPECT_EQ(parse_remote_url("file://u:secret@h/srv/repo.git").url, "file://u:***@h/srv/repo.git");
+  EXPECT_EQ(parse_remote_url("file:///srv/repo.git").url, "file:///srv/repo.git");
+}
+
+// Found by tests/fuzz (git_url): going above a URL's root cut it at a ':' of its authority, which
+// mangled the URL and, with a password holding '@', left part of the password unredacted.
+TEST(GitRemoteUrl, SubmoduleAboveAUrlRootFails) {
+  EXPECT_THROW(resolve_submodule_url("https://u:p@ss:word@h.example.org", "../other.git"), Error);
+  EXPECT_THROW(resolve_submodule_url("https://h.example.org:8443/super.git", "../../other.git"), Error);
+  EXPECT_EQ(resolve_submodule_url("https://h.example.org:8443/super.git", "../other.git"),
+            "https://h.example.org:8443/other.git");
+}
+
 TEST(GitRemoteUrl, UnsupportedSchemeFails) {
   EXPECT_THROW(parse_remote_url("ftp://h/r.git"), Error);
 }

@@ -158,5 +158,17 @@ TEST_F(CredentialsTest, AwsSharedFilesWithProfile) {
   EXPECT_THROW(resolve_connection({}), Error);
 }
 
+// Found by tests/fuzz (s3_credentials): an empty aws_secret_access_key gave a key pair without a secret
+// (every request then failed with 403); now an empty value counts as absent, as a missing line does.
+TEST_F(CredentialsTest, AwsSharedFileWithAnEmptySecretIsNoKeyPair) {
+  testing::write_text(home_ / ".aws/credentials", "[default]\naws_access_key_id = key\naws_secret_access_key =\n");
+  testing::write_text(home_ / ".aws/config", "[default]\naws_access_key_id = key2\naws_secret_access_key = secret2\n");
+  const Connection connection = resolve_connection({});
+  EXPECT_EQ(connection.credentials.access_key_id, "key2");
+  EXPECT_EQ(connection.credentials.secret_access_key, "secret2");
+  testing::write_text(home_ / ".aws/config", "");
+  EXPECT_TRUE(resolve_connection({}).credentials.anonymous());
+}
+
 }  // namespace
 }  // namespace tp::s3

@@ -182,6 +182,40 @@ TEST(Spec, DescribeNamesEveryOrigin) {
   EXPECT_EQ(again.spec.train.epochs, 9);
 }
 
+// Found by tests/fuzz (spec): strings holding control characters were described unescaped, and a spec
+// with data.valid_source was described with data.valid too; neither description loaded again.
+TEST(Spec, DescriptionOfControlCharactersLoadsAgain) {
+  const auto loaded = load_string(std::string(kMinimal) + "[job]\nname = \"a\\nb\\tc\\u0001d\\u007F\"\n", {}, "train.toml");
+  const std::string text = describe(loaded);
+  EXPECT_NE(text.find(R"(name = "a\nb\tc\u0001d\u007F")"), std::string::npos) << text;
+  EXPECT_EQ(load_string(text, {}, "described.toml").spec.job.name, std::string("a\nb\tc\x01") + "d\x7f");
+}
+
+TEST(Spec, DescriptionWithValidSourceLoadsAgain) {
+  const auto loaded = load_string("[data]\nsource = \"a\"\nvalid_source = \"b\"\n[model]\narch = \"mlp\"\n", {}, "t.toml");
+  const std::string text = describe(loaded);
+  EXPECT_NE(text.find("# valid is ignored: data.valid_source is set"), std::string::npos) << text;
+  EXPECT_EQ(load_string(text, {}, "described.toml").spec.data.valid_source, "b");
+}
+
+// Found by tests/fuzz (spec): a bare word given with --set was taken even when not UTF-8.
+TEST(Spec, OverrideBareWordMustBeUtf8) {
+  EXPECT_EQ(load_error(kMinimal, {"job.name=caf\xe9"}), "--set job.name=caf\xe9: job.name: the value is not valid UTF-8");
+  EXPECT_EQ(load_error(kMinimal, {"job.name=\xed\xa0\x80"}).find("not valid UTF-8") != std::string::npos, true);
+  EXPECT_EQ(load_string(kMinimal, {"job.name=café"}, "train.toml").spec.job.name, "café");
+}
+
+// Found by tests/spec/bad_specs: channels = 2 passed the range check (1..3), and image decoding then
+// wrote 3 bytes per pixel into a 2-byte-per-pixel buffer.
+TEST(Spec, TwoChannelsAreRejected) {
+  EXPECT_EQ(load_error(kMinimal, {"data.channels=2"}), "--set: data.channels: 2 is not one of: 1 (grayscale), 3 (RGB)");
+  EXPECT_EQ(load_string(kMinimal, {"data.channels=1"}, "train.toml").spec.data.channels, 1);
+}
+
+TEST(Spec, ASectionThatIsNotATableIsNamed) {
+  EXPECT_EQ(load_error("train = 5\n" + std::string(kMinimal)), "train.toml:1:1: train: expected a table ([train]), got a value");
+}
+
 TEST(Spec, ReferenceDocumentIsUpToDate) {
   std::ifstream in(testing::source_dir() + "/docs/spec.md");
   ASSERT_TRUE(in) << "docs/spec.md is missing";
