@@ -1,8 +1,9 @@
-// The differences between LibTorch 1.13 (Debian, CPU) and 2.x (CUDA) that the distributed engine
-// sees, in one place. In 1.13 the Gloo and NCCL process groups derive from c10d::ProcessGroup; in
-// 2.x from c10d::Backend.
+// The differences between LibTorch 1.13 (Debian, CPU) and 2.x (CUDA) that the engine sees, in one
+// place. In 1.13 the Gloo and NCCL process groups derive from c10d::ProcessGroup; in 2.x from
+// c10d::Backend. Autocast took the device as an argument from 2.4 on.
 #pragma once
 
+#include <ATen/autocast_mode.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
@@ -17,5 +18,17 @@ using BackendBase = c10d::Backend;
 #else
 using BackendBase = c10d::ProcessGroup;
 #endif
+
+// Turns CPU autocast to `dtype` on or off; off also drops the cached casts of the weights.
+inline void set_cpu_autocast(bool enabled, at::ScalarType dtype) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  at::autocast::set_autocast_enabled(at::kCPU, enabled);
+  at::autocast::set_autocast_dtype(at::kCPU, dtype);
+#else
+  at::autocast::set_cpu_enabled(enabled);
+  at::autocast::set_autocast_cpu_dtype(dtype);
+#endif
+  if (!enabled) at::autocast::clear_cache();
+}
 
 }  // namespace tp::dist::compat

@@ -77,7 +77,8 @@ std::vector<Setting> declare_all() {
       Declare("job.seed", &Spec::job, &JobSpec::seed).fallback(42).range(0, 4294967295.0)
           .doc("Seed for weight initialisation, shuffling and augmentation: the same seed and world size give the same run."),
       Declare("job.output", &Spec::job, &JobSpec::output).fallback("output")
-          .doc("Directory for checkpoints, metrics.jsonl, the final model and the run record. A relative path is "
+          .doc("Directory for checkpoints, metrics (metrics.jsonl, metrics.csv, steps.jsonl), report.html, the final "
+               "model and the run record (docs/training.md). A relative path is "
                "taken from the working directory (--workdir)."),
       Declare("job.command", &Spec::job, &JobSpec::command).fallback(std::vector<std::string>{})
           .doc("Command mode: your own program and its arguments, for example [\"python3\", \"train.py\"], run from "
@@ -170,14 +171,22 @@ std::vector<Setting> declare_all() {
           .doc("Peak learning rate."),
       Declare("train.momentum", &Spec::train, &TrainSpec::momentum).fallback(0.9).range(0.0, 0.999)
           .doc("sgd: momentum. adam/adamw: beta1."),
+      Declare("train.nesterov", &Spec::train, &TrainSpec::nesterov).fallback(false)
+          .doc("sgd: Nesterov momentum (needs train.momentum > 0)."),
       Declare("train.weight_decay", &Spec::train, &TrainSpec::weight_decay).fallback(0.01).range(0.0, 1.0)
           .doc("Weight decay (decoupled for adamw)."),
       Declare("train.schedule", &Spec::train, &TrainSpec::schedule).fallback("one_cycle")
-          .choices({"constant", "one_cycle", "cosine"})
+          .choices({"constant", "one_cycle", "cosine", "step"})
           .doc("Learning-rate schedule over all steps. one_cycle: fastai's (warm up from lr/25 to lr, then cosine "
-               "annealing to lr/1e5). cosine: linear warmup, then cosine decay to 0. constant: lr throughout."),
+               "annealing to lr/1e5). cosine: linear warmup, then cosine decay to 0. step: lr multiplied by "
+               "`train.step_gamma` after every `train.step_every` epochs (PyTorch's StepLR; no warmup). constant: "
+               "lr throughout."),
       Declare("train.warmup", &Spec::train, &TrainSpec::warmup).fallback(0.25).range(0.0, 0.9)
           .doc("Fraction of all steps spent warming up (one_cycle's pct_start; cosine's warmup)."),
+      Declare("train.step_every", &Spec::train, &TrainSpec::step_every).fallback(30).range(1, 100000)
+          .doc("schedule = \"step\": epochs between two decays of the lr."),
+      Declare("train.step_gamma", &Spec::train, &TrainSpec::step_gamma).fallback(0.1).above(0.0, 1.0)
+          .doc("schedule = \"step\": the factor each decay multiplies the lr by."),
       Declare("train.lr_scaling", &Spec::train, &TrainSpec::lr_scaling).fallback("none").choices({"none", "linear"})
           .doc("linear: multiply train.lr by the world size x train.accumulate (the linear scaling rule with "
                "warmup, Goyal et al. 2017), so a larger global batch gets a larger step; the value is logged. "
@@ -189,6 +198,21 @@ std::vector<Setting> declare_all() {
           .doc("Clip the gradients' global norm to this after the all-reduce; 0 turns clipping off."),
       Declare("train.label_smoothing", &Spec::train, &TrainSpec::label_smoothing).fallback(0.0).range(0.0, 0.5)
           .doc("Classification: label smoothing of the cross-entropy loss."),
+      Declare("train.top_k", &Spec::train, &TrainSpec::top_k).fallback(5).range(1, 1000)
+          .doc("Classification: validation also reports top-k accuracy (the target among the k highest scores), "
+               "when there are more than k classes."),
+      Declare("train.freeze_epochs", &Spec::train, &TrainSpec::freeze_epochs).fallback(0).range(0, 100000)
+          .doc("Fine-tuning as fastai's fine_tune: the first N of `train.epochs` train only the head (the last "
+               "layer; the body's BatchNorm layers keep training), then everything trains, the body at lr x "
+               "`train.body_lr_factor`. Each phase has its own `train.schedule` cycle over its steps. 0: no "
+               "freezing. Use with pretrained `model.weights`."),
+      Declare("train.body_lr_factor", &Spec::train, &TrainSpec::body_lr_factor).fallback(0.01).above(0.0, 1.0)
+          .doc("With `train.freeze_epochs`: the body's learning rate relative to the head's (fastai's "
+               "fine_tune trains the body at lr/100)."),
+      Declare("train.precision", &Spec::train, &TrainSpec::precision).fallback("fp32").choices({"fp32", "bf16", "fp16"})
+          .doc("fp32: float32 throughout. bf16: forward passes under CPU autocast to bfloat16; weights, "
+               "gradients, optimizer state and metrics stay float32. fp16: needs a CUDA device; the engine trains "
+               "on the CPU, so it stops with a usage error."),
       // [dist]
       Declare("dist.backend", &Spec::dist, &DistSpec::backend).fallback("auto").choices({"auto", "gloo", "nccl"})
           .doc("Collective backend: auto picks nccl with CUDA and gloo otherwise."),

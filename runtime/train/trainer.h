@@ -9,6 +9,7 @@
 #include "data/dataset.h"
 #include "dist/communicator.h"
 #include "spec/spec.h"
+#include "train/metrics.h"
 
 namespace torch::jit {
 struct Module;
@@ -25,16 +26,6 @@ struct RunOrigin {
   std::string resolved_spec;  // spec::describe() of the spec used
 };
 
-struct EpochMetrics {
-  std::int64_t epoch = 0;  // 1-based
-  std::int64_t step = 0;
-  double lr = 0;
-  double train_loss = 0;
-  double valid_loss = 0;      // NaN without validation data
-  double valid_accuracy = 0;  // classification only, NaN otherwise
-  double seconds = 0;
-};
-
 struct FitResult {
   EpochMetrics last;
   std::int64_t epochs_run = 0;  // in this process (fewer than the spec's when resumed)
@@ -42,8 +33,9 @@ struct FitResult {
 };
 
 // Trains `model` on `data` as `spec` says and writes into `output_dir` (rank 0 only):
-// metrics.jsonl (one line per epoch), checkpoints/, and at the very end model.pt (TorchScript) and
-// run.json. A failed run never leaves model.pt or run.json behind.
+// steps.jsonl (one line per optimizer step), metrics.jsonl and metrics.csv (one line per epoch),
+// report.html (rewritten at each epoch end), checkpoints/, and at the very end model.pt (TorchScript)
+// and run.json. A failed run never leaves model.pt or run.json behind.
 FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec,
               dist::Communicator& communicator, const std::filesystem::path& output_dir, const RunOrigin& origin);
 
