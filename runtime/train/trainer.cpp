@@ -179,12 +179,13 @@ std::vector<std::string> all_bad_files(const data::BadFiles& bad_files, dist::Co
   if (total == 0) return {};
   const std::int64_t offset = lengths[0].slice(0, 0, communicator.rank()).sum().item<std::int64_t>();
   std::vector<torch::Tensor> bytes{torch::zeros({total}, torch::kInt)};
-  for (std::size_t i = 0; i < text.size(); ++i) bytes[0][offset + static_cast<std::int64_t>(i)] = text[i];
+  std::copy(text.begin(), text.end(), bytes[0].data_ptr<int>() + offset);
   communicator.all_reduce_sum(bytes);
+  const int* gathered = bytes[0].data_ptr<int>();
   std::set<std::string> all;
   std::string name;
   for (std::int64_t i = 0; i < total; ++i) {
-    const char c = static_cast<char>(bytes[0][i].item<int>());
+    const char c = static_cast<char>(gathered[i]);
     if (c != '\n') {
       name += c;
     } else if (!name.empty()) {
