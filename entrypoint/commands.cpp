@@ -206,6 +206,10 @@ int run(const cli::Options& options) {
     communicator = dist::connect(group);
   }
 
+  if (spec.train.lr_find) {
+    train::find_learning_rate(model, data, spec, *communicator, output_dir);
+    return 0;
+  }
   const train::RunOrigin origin{git::redacted_url(options.repo), options.ref, source.commit, options.spec,
                                 spec::describe(loaded)};
   const train::FitResult result = train::fit(model, data, spec, *communicator, output_dir, origin);

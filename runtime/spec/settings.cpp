@@ -213,6 +213,11 @@ std::vector<Setting> declare_all() {
           .doc("fp32: float32 throughout. bf16: forward passes under CPU autocast to bfloat16; weights, "
                "gradients, optimizer state and metrics stay float32. fp16: needs a CUDA device; the engine trains "
                "on the CPU, so it stops with a usage error."),
+      Declare("train.lr_find", &Spec::train, &TrainSpec::lr_find).fallback(false)
+          .doc("Instead of training, run fastai's learning-rate range test: up to 100 steps with the lr growing "
+               "exponentially from 1e-7 to 10, stopping when the smoothed loss passes 4x its minimum. Writes "
+               "lr_find.jsonl and lr_find.html and logs the suggested train.lr (a tenth of the lr with the lowest "
+               "loss) and the lr of the steepest descent; no model is saved (docs/training.md)."),
       // [dist]
       Declare("dist.backend", &Spec::dist, &DistSpec::backend).fallback("auto").choices({"auto", "gloo", "nccl"})
           .doc("Collective backend: auto picks nccl with CUDA and gloo otherwise."),

@@ -33,6 +33,14 @@ struct StepRecord {
   double train_loss = 0;
 };
 
+// One step of the learning-rate range test.
+struct LrFindPoint {
+  std::int64_t step = 0;  // 1-based
+  double lr = 0;
+  double loss = 0;           // the step's loss, averaged over ranks
+  double smoothed_loss = 0;  // debiased exponential moving average
+};
+
 // The validation metrics that apply, as "valid_loss 0.1234 accuracy 0.9000 ..." for the epoch log line.
 std::string describe_validation(const EpochMetrics& metrics, std::int64_t top_k);
 

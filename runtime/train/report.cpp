@@ -288,6 +288,16 @@ table.record th { background: #f0f1f3; width: 160px; }
 pre { background: #fff; border: 1px solid #ddd; padding: 12px; font-size: 12px; overflow-x: auto; }
 )";
 
+// The page up to the opening of the charts' row.
+std::string page_start(const std::string& job, const std::string& kind, const std::string& status) {
+  return fmt::format(
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n"
+      "<title>{0} - {1}</title>\n<style>{2}</style>\n</head>\n<body>\n"
+      "<h1>{0}</h1>\n<p class=\"status\">{3}</p>\n<div class=\"charts\">\n",
+      escape(job), escape(kind), kStyle, escape(status));
+}
+
 }  // namespace
 
 std::string render_report(const ReportInput& input) {
@@ -314,12 +324,7 @@ std::string render_report(const ReportInput& input) {
     metric_series.push_back(std::move(s));
   }
 
-  std::string html = fmt::format(
-      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
-      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n"
-      "<title>{0} - trainpoint report</title>\n<style>{1}</style>\n</head>\n<body>\n"
-      "<h1>{0}</h1>\n<p class=\"status\">{2}</p>\n<div class=\"charts\">\n",
-      escape(job), kStyle, escape(status));
+  std::string html = page_start(job, "trainpoint report", status);
   html += line_chart("Loss", "step",
                      {{"train loss (per step)", "#1f77b4", std::move(train_loss), false},
                       {"valid loss (per epoch)", "#ff7f0e", std::move(valid_loss), true}});
@@ -334,6 +339,23 @@ std::string render_report(const ReportInput& input) {
 
 void write_report(const std::filesystem::path& file, const ReportInput& input) {
   write_file_atomic(file, render_report(input));
+}
+
+std::string render_lr_find(const std::string& job, const std::vector<LrFindPoint>& points, double suggested_lr,
+                           double steepest_lr) {
+  Series loss{"loss", "#aec7e8", {}, false};
+  Series smoothed{"smoothed loss", "#1f77b4", {}, false};
+  for (const LrFindPoint& p : points) {
+    loss.points.push_back({std::log10(p.lr), p.loss});
+    smoothed.points.push_back({std::log10(p.lr), p.smoothed_loss});
+  }
+  const std::string status = fmt::format(
+      "learning-rate range test: {} steps. Suggested train.lr: {:.3g} (a tenth of the lr with the lowest loss); "
+      "steepest descent at {:.3g}.",
+      points.size(), suggested_lr, steepest_lr);
+  return page_start(job, "trainpoint lr_find", status) +
+         line_chart("Loss against the learning rate", "log10(learning rate)", {loss, smoothed}) +
+         "</div>\n</body>\n</html>\n";
 }
 
 }  // namespace tp::train

@@ -27,4 +27,8 @@ std::string render_report(const ReportInput& input);
 // Writes render_report(input) to `file` atomically.
 void write_report(const std::filesystem::path& file, const ReportInput& input);
 
+// lr_find.html: the loss against log10(lr), with the suggestions. Well-formed XML too.
+std::string render_lr_find(const std::string& job, const std::vector<LrFindPoint>& points, double suggested_lr,
+                           double steepest_lr);
+
 }  // namespace tp::train

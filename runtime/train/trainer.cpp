@@ -535,4 +535,130 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
   return result;
 }
 
+LrFindResult find_learning_rate(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec,
+                                dist::Communicator& communicator, const fs::path& output_dir) {
+  constexpr double kStartLr = 1e-7, kEndLr = 10.0, kBeta = 0.98;
+  constexpr std::int64_t kSteps = 100;
+  if (spec.train.precision == "fp16") {
+    fail(ExitCode::usage, "train.precision = fp16 needs a CUDA device, and trainpoint trains on the CPU: use bf16 "
+         "(CPU autocast) or fp32");
+  }
+  const bool bf16 = spec.train.precision == "bf16";
+  std::vector<torch::Tensor> parameters;
+  std::vector<std::string> names;
+  for (const auto& parameter : model.named_parameters()) {
+    parameter.value.set_requires_grad(true);
+    parameters.push_back(parameter.value);
+    names.push_back(parameter.name);
+  }
+  if (parameters.empty()) fail(ExitCode::model, "the model has no parameters to train");
+  if (spec.train.freeze_epochs > 0) model::set_body_trainable(model, false);
+  auto optimizer = make_optimizer(spec.train, {torch::optim::OptimizerParamGroup(parameters)});
+  model.train();
+  {
+    torch::NoGradGuard no_grad;
+    communicator.broadcast(parameters, 0);
+    std::vector<torch::Tensor> buffers;
+    for (const auto& buffer : model.buffers()) buffers.push_back(buffer);
+    if (!buffers.empty()) communicator.broadcast(buffers, 0);
+  }
+  std::optional<dist::GradientSynchronizer> synchronizer;
+  if (communicator.world_size() > 1) {
+    std::vector<torch::Tensor> trainable;
+    std::vector<std::string> trainable_names;
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+      if (!parameters[i].requires_grad()) continue;
+      trainable.push_back(parameters[i]);
+      trainable_names.push_back(names[i]);
+    }
+    synchronizer.emplace(trainable, trainable_names, communicator,
+                         dist::BucketOptions{1 << 20, static_cast<std::size_t>(spec.dist.bucket_mb) << 20,
+                                             spec.dist.allow_unused_parameters});
+  }
+  const bool split_here = !data.rank_share;
+  data::DistributedSampler sampler({data.train->size(), split_here ? communicator.rank() : 0,
+                                    split_here ? communicator.world_size() : 1, true, spec.data.drop_last,
+                                    static_cast<std::uint64_t>(spec.job.seed)});
+  const std::size_t samples_per_rank = split_here ? sampler.samples_per_rank() : smallest_share(sampler, communicator);
+
+  LrFindResult result;
+  double average = 0, best = INFINITY;
+  bool done = false;
+  for (std::int64_t epoch = 0; !done; ++epoch) {
+    std::vector<std::size_t> indices = sampler.indices(epoch);
+    indices.resize(std::min(indices.size(), samples_per_rank));
+    data::Loader loader(data.train, std::move(indices), epoch,
+                        {spec.train.batch_size, static_cast<int>(spec.data.workers)});
+    if (loader.num_batches() == 0) fail(ExitCode::data, "lr_find: no training samples on rank {}", communicator.rank());
+    try {
+      while (auto batch = loader.next()) {
+        const auto step = static_cast<std::int64_t>(result.points.size());
+        const double lr = kStartLr * std::pow(kEndLr / kStartLr, static_cast<double>(step) / (kSteps - 1));
+        set_learning_rate(*optimizer, lr, 1.0);
+        optimizer->zero_grad();
+        const torch::Tensor loss = loss_of(forward(model, batch->inputs, bf16), batch->targets, data.schema,
+                                           spec.train.label_smoothing);
+        loss.backward();
+        if (synchronizer) synchronizer->finish();
+        if (spec.train.clip_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, spec.train.clip_norm);
+        optimizer->step();
+        std::vector<torch::Tensor> losses{loss.detach().to(torch::kDouble).reshape({1})};
+        communicator.all_reduce_sum(losses);
+        const double mean_loss = losses[0].item<double>() / communicator.world_size();
+        average = kBeta * average + (1 - kBeta) * mean_loss;
+        const double smoothed = average / (1 - std::pow(kBeta, static_cast<double>(step + 1)));
+        result.points.push_back({step + 1, lr, mean_loss, smoothed});
+        best = std::min(best, smoothed);
+        done = !std::isfinite(smoothed) || smoothed > 4 * best || step + 1 == kSteps;
+        if (done) break;
+      }
+    } catch (const c10::Error& error) {
+      fail(ExitCode::training, "lr_find: {}", error.what_without_backtrace());
+    }
+  }
+
+  // As fastai, the suggestions skip the first tenth of the planned steps (the average is still
+  // settling) and the last 5 (the loss blowing up), unless that leaves too few.
+  const std::size_t n = result.points.size();
+  std::size_t first = kSteps / 10, end = n > 5 ? n - 5 : n;
+  if (end < first + 2) {
+    first = 0;
+    end = n;
+  }
+  std::size_t lowest = first, steepest = first;
+  double steepest_slope = INFINITY;
+  for (std::size_t i = first; i < end; ++i) {
+    if (result.points[i].smoothed_loss < result.points[lowest].smoothed_loss) lowest = i;
+    if (i + 1 >= end) continue;
+    const auto& here = result.points[i];
+    const auto& next = result.points[i + 1];
+    const double slope = (next.smoothed_loss - here.smoothed_loss) / (std::log(next.lr) - std::log(here.lr));
+    if (slope < steepest_slope) {
+      steepest_slope = slope;
+      steepest = i;
+    }
+  }
+  result.suggested_lr = result.points[lowest].lr / 10;
+  result.steepest_lr = result.points[steepest].lr;
+  if (communicator.rank() == 0) {
+    fs::create_directories(output_dir);
+    std::string lines;
+    for (const LrFindPoint& p : result.points) {
+      lines += nlohmann::json{{"step", p.step}, {"lr", p.lr}, {"loss", optional_number(p.loss)},
+                              {"smoothed_loss", optional_number(p.smoothed_loss)}}
+                   .dump() +
+               "\n";
+    }
+    write_file_atomic(output_dir / "lr_find.jsonl", lines);
+    write_file_atomic(output_dir / "lr_find.html",
+                      render_lr_find(spec.job.name, result.points, result.suggested_lr, result.steepest_lr));
+    spdlog::info("lr_find: {} steps; suggested train.lr {:.3g} (a tenth of the lr with the lowest loss, {:.3g}); "
+                 "steepest descent at {:.3g}; see {}",
+                 result.points.size(), result.suggested_lr, result.points[lowest].lr, result.steepest_lr,
+                 (output_dir / "lr_find.html").string());
+  }
+  communicator.barrier();
+  return result;
+}
+
 }  // namespace tp::train

@@ -335,6 +335,17 @@ TEST_F(PythonModel, TrainedByTrainpointItPredictsInPythonAboveChance) {
   EXPECT_TRUE(fs::exists(dir_ / "out/report.html"));
 }
 
+TEST_F(PythonModel, LrFindWritesTheSweepAndSuggestsALearningRateInsteadOfTraining) {
+  const auto result = trainpoint(" --set train.lr_find=true");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("lr_find: "), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("suggested train.lr "), std::string::npos) << result.output;
+  EXPECT_FALSE(read_lines(dir_ / "out/lr_find.jsonl").empty());
+  EXPECT_TRUE(fs::exists(dir_ / "out/lr_find.html"));
+  EXPECT_FALSE(fs::exists(dir_ / "out/model.pt"));
+  EXPECT_FALSE(fs::exists(dir_ / "out/run.json"));
+}
+
 TEST_F(PythonModel, Fp16WithoutCudaExitsWithAUsageError) {
   const auto result = trainpoint(" --set train.precision=fp16");
   EXPECT_EQ(result.exit_code, 2) << result.output;

@@ -187,6 +187,25 @@ TEST(Report, LongRunsAreThinnedGapsBreakTheLineAndEmptyChartsSaySo) {
   EXPECT_EQ(count(loss_path, "M"), 2u) << "the missing value starts a new segment: " << loss_path;
 }
 
+TEST(Report, LrFindPageShowsTheLossAgainstTheLearningRateAndTheSuggestions) {
+  std::vector<LrFindPoint> points;
+  for (int i = 0; i < 60; ++i) {
+    const double lr = 1e-7 * std::pow(1e8, i / 99.0);
+    points.push_back({i + 1, lr, 2.0 - 0.02 * i + 0.05 * std::sin(i), 2.0 - 0.02 * i});
+  }
+  const std::string html = render_lr_find("blobs", points, 1e-3, 3e-3);
+  EXPECT_EQ(count(html, "<svg"), 1u);
+  const auto paths = svg_paths(html);
+  ASSERT_EQ(paths.size(), 2u);
+  EXPECT_EQ(paths[0].size(), 60u);
+  EXPECT_EQ(paths[1].size(), 60u);
+  EXPECT_NE(html.find("log10(learning rate)"), std::string::npos);
+  EXPECT_NE(html.find("Suggested train.lr: 0.001"), std::string::npos);
+  EXPECT_NE(html.find("steepest descent at 0.003"), std::string::npos);
+  EXPECT_NE(html.find(">-6<"), std::string::npos) << "ticks in log10(lr): -6, -4";
+  EXPECT_NE(html.find(">-4<"), std::string::npos);
+}
+
 struct Pixels {
   png_uint_32 width = 0;
   png_uint_32 height = 0;

@@ -330,6 +330,35 @@ TEST(Trainer, Fp16WithoutCudaIsAUsageError) {
   }
 }
 
+TEST(Trainer, LrFindSweepsExponentiallyStopsWhenTheLossBlowsUpAndItsSuggestionTrains) {
+  testing::TempDir dir;
+  const auto data = blobs(2000, 17);  // 47 steps per epoch: the sweep spans epochs
+  auto spec = small_spec();
+  spec.train.optimizer = "sgd";
+  auto single = dist::single_process();
+  auto model = model::create(spec.model, data.schema, ".", 1);
+  const auto result = find_learning_rate(model, data, spec, *single, dir / "out");
+  ASSERT_GT(result.points.size(), 50u);
+  EXPECT_LT(result.points.size(), 100u) << "plain SGD diverges before lr 10";
+  EXPECT_DOUBLE_EQ(result.points[0].lr, 1e-7);
+  const double growth = std::pow(1e8, 1.0 / 99);
+  for (std::size_t i = 1; i < result.points.size(); ++i) {
+    EXPECT_NEAR(result.points[i].lr / result.points[i - 1].lr, growth, 1e-9);
+  }
+  EXPECT_GT(result.points.back().smoothed_loss, 4 * result.points[result.points.size() / 2].smoothed_loss);
+  EXPECT_GT(result.suggested_lr, 1e-4);
+  EXPECT_LT(result.suggested_lr, 1.0);
+  EXPECT_LT(result.steepest_lr, result.points.back().lr);
+  EXPECT_EQ(read_metrics(dir / "out/lr_find.jsonl").size(), result.points.size());
+  EXPECT_TRUE(fs::exists(dir / "out/lr_find.html"));
+  EXPECT_FALSE(fs::exists(dir / "out/model.pt"));
+
+  spec.train.lr = result.suggested_lr;
+  spec.train.epochs = 2;
+  auto trained = model::create(spec.model, data.schema, ".", 1);
+  EXPECT_GT(fit(trained, data, spec, *single, dir / "trained", {}).last.valid_accuracy, 0.9);
+}
+
 TEST(Trainer, CorruptedNewestCheckpointIsSkipped) {
   testing::TempDir dir;
   const auto data = blobs(200, 7);
