@@ -159,10 +159,20 @@ int run(const cli::Options& options) {
     communicator = dist::connect(group);
   }
 
+  train::FitEnvironment environment;
+  // A GPU per local rank (nproc_per_node "auto" is the number of GPUs).
+  if (devices > 0) environment.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % devices));
+  environment.publish = [&](const fs::path& file) { output.publish(file); };
+  if (spec.train.lr_find) {
+    train::find_learning_rate(model, data, spec, *communicator, output.local_dir(), environment);
+    for (const char* file : {"lr_find.jsonl", "lr_find.html"}) {
+      if (rank == 0) output.publish(output.local_dir() / file);
+    }
+    return 0;
+  }
   const train::RunOrigin origin{git::redacted_url(options.repo), options.ref, source.commit, options.spec,
                                 spec::describe(loaded)};
-  const train::FitResult result = train::fit(model, data, spec, *communicator, output.local_dir(), origin,
-                                             [&](const fs::path& file) { output.publish(file); });
+  const train::FitResult result = train::fit(model, data, spec, *communicator, output.local_dir(), origin, environment);
   if (rank == 0) {
     spdlog::info("done: train_loss {:.4f}, valid_loss {:.4f}, accuracy {:.4f}; outputs in {}", result.last.train_loss,
                  result.last.valid_loss, result.last.valid_accuracy, output.name());

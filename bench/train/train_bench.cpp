@@ -1,4 +1,4 @@
-// Training step throughput of a built-in model (as trainpoint's trainer runs it: the TorchScript module,
+// Training step throughput of a built-in model (as trainpoint's trainer runs it: the TorchScript module op by op,
 // cross-entropy, backward, SGD with momentum) on synthetic data. Prints one JSON line with images per
 // second and per CPU-second (process CPU time, which holds up when other work shares the cores).
 // usage: tp-train-bench ARCH BATCH SIZE CHANNELS STEPS THREADS
@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   schema.input_shape = {channels, size, size};
   schema.num_outputs = 10;
   torch::jit::Module model = tp::model::create(model_spec, schema, ".", 1);
+  tp::model::run_op_by_op();  // as the trainer does
   std::vector<torch::Tensor> parameters;
   for (const auto& parameter : model.parameters()) parameters.push_back(parameter);
   torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(0.01).momentum(0.9));

@@ -128,4 +128,6 @@ void set_body_trainable(torch::jit::Module& model, bool trainable) {
   }
 }
 
+void run_op_by_op() { torch::jit::setGraphExecutorOptimize(false); }
+
 }  // namespace tp::model

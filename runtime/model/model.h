@@ -39,4 +39,9 @@ std::vector<std::string> head_parameter_names(const torch::jit::Module& model);
 // get no gradient and are skipped by SGD and Adam(W)).
 void set_body_trainable(torch::jit::Module& model, bool trainable);
 
+// Runs TorchScript modules op by op, as eager PyTorch does, for the whole process. The graph executor's
+// optimizations (profiling, differentiable subgraphs) made training steps 5-40% slower on the CPU
+// (bench/train: small CNN and ResNet-18), and a training run has no use for them.
+void run_op_by_op();
+
 }  // namespace tp::model

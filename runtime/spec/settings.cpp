@@ -77,11 +77,12 @@ std::vector<Setting> declare_all() {
       Declare("job.seed", &Spec::job, &JobSpec::seed).fallback(42).range(0, 4294967295.0)
           .doc("Seed for weight initialisation, shuffling and augmentation: the same seed and world size give the same run."),
       Declare("job.output", &Spec::job, &JobSpec::output).fallback("output")
-          .doc("Directory for checkpoints, metrics.jsonl, the final model and the run record. A relative path is "
-               "taken from the working directory (--workdir). s3://bucket/prefix: written under the workdir and "
-               "uploaded as each file is complete (checkpoints, metrics, then model.pt and run.json), with "
-               "`data.endpoint` and `data.credentials`; a restarted job fetches the newest checkpoints from there "
-               "to resume."),
+          .doc("Directory for checkpoints, metrics (metrics.jsonl, metrics.csv, steps.jsonl), report.html, the final "
+               "model and the run record (docs/training.md). A relative path is taken from the working directory "
+               "(--workdir). s3://bucket/prefix: written under the workdir and uploaded as each file is complete "
+               "(checkpoints, metrics and report after each epoch, then model.pt and run.json), with `data.endpoint` "
+               "and `data.credentials`; a restarted job fetches the newest checkpoints and the metrics from there to "
+               "resume."),
       Declare("job.command", &Spec::job, &JobSpec::command).fallback(std::vector<std::string>{})
           .doc("Command mode: your own program and its arguments, for example [\"python3\", \"train.py\"], run from "
                "the repository root once per local rank with torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, "
@@ -178,14 +179,22 @@ std::vector<Setting> declare_all() {
           .doc("Peak learning rate."),
       Declare("train.momentum", &Spec::train, &TrainSpec::momentum).fallback(0.9).range(0.0, 0.999)
           .doc("sgd: momentum. adam/adamw: beta1."),
+      Declare("train.nesterov", &Spec::train, &TrainSpec::nesterov).fallback(false)
+          .doc("sgd: Nesterov momentum (needs train.momentum > 0)."),
       Declare("train.weight_decay", &Spec::train, &TrainSpec::weight_decay).fallback(0.01).range(0.0, 1.0)
           .doc("Weight decay (decoupled for adamw)."),
       Declare("train.schedule", &Spec::train, &TrainSpec::schedule).fallback("one_cycle")
-          .choices({"constant", "one_cycle", "cosine"})
+          .choices({"constant", "one_cycle", "cosine", "step"})
           .doc("Learning-rate schedule over all steps. one_cycle: fastai's (warm up from lr/25 to lr, then cosine "
-               "annealing to lr/1e5). cosine: linear warmup, then cosine decay to 0. constant: lr throughout."),
+               "annealing to lr/1e5). cosine: linear warmup, then cosine decay to 0. step: lr multiplied by "
+               "`train.step_gamma` after every `train.step_every` epochs (PyTorch's StepLR; no warmup). constant: "
+               "lr throughout."),
       Declare("train.warmup", &Spec::train, &TrainSpec::warmup).fallback(0.25).range(0.0, 0.9)
           .doc("Fraction of all steps spent warming up (one_cycle's pct_start; cosine's warmup)."),
+      Declare("train.step_every", &Spec::train, &TrainSpec::step_every).fallback(30).range(1, 100000)
+          .doc("schedule = \"step\": epochs between two decays of the lr."),
+      Declare("train.step_gamma", &Spec::train, &TrainSpec::step_gamma).fallback(0.1).above(0.0, 1.0)
+          .doc("schedule = \"step\": the factor each decay multiplies the lr by."),
       Declare("train.lr_scaling", &Spec::train, &TrainSpec::lr_scaling).fallback("none").choices({"none", "linear"})
           .doc("linear: multiply train.lr by the world size x train.accumulate (the linear scaling rule with "
                "warmup, Goyal et al. 2017), so a larger global batch gets a larger step; the value is logged. "
@@ -197,6 +206,30 @@ std::vector<Setting> declare_all() {
           .doc("Clip the gradients' global norm to this after the all-reduce; 0 turns clipping off."),
       Declare("train.label_smoothing", &Spec::train, &TrainSpec::label_smoothing).fallback(0.0).range(0.0, 0.5)
           .doc("Classification: label smoothing of the cross-entropy loss."),
+      Declare("train.top_k", &Spec::train, &TrainSpec::top_k).fallback(5).range(1, 1000)
+          .doc("Classification: validation also reports top-k accuracy (the target among the k highest scores), "
+               "when there are more than k classes."),
+      Declare("train.freeze_epochs", &Spec::train, &TrainSpec::freeze_epochs).fallback(0).range(0, 100000)
+          .doc("Fine-tuning as fastai's fine_tune: the first N of `train.epochs` train only the head (the last "
+               "layer; the body's BatchNorm layers keep training), then everything trains, the body at lr x "
+               "`train.body_lr_factor`. Each phase has its own `train.schedule` cycle over its steps. 0: no "
+               "freezing. Use with pretrained `model.weights`."),
+      Declare("train.body_lr_factor", &Spec::train, &TrainSpec::body_lr_factor).fallback(0.01).above(0.0, 1.0)
+          .doc("With `train.freeze_epochs`: the body's learning rate relative to the head's (fastai's "
+               "fine_tune trains the body at lr/100)."),
+      Declare("train.precision", &Spec::train, &TrainSpec::precision).fallback("fp32").choices({"fp32", "bf16", "fp16"})
+          .doc("fp32: float32 throughout. bf16: forward passes under autocast to bfloat16 (on the CPU or the "
+               "GPU); weights, gradients, optimizer state and metrics stay float32. fp16: autocast to float16 with "
+               "dynamic loss scaling (as torch.cuda.amp.GradScaler: a step whose gradients overflow is skipped and "
+               "the scale halved); needs a CUDA device, a CPU rank stops with a usage error."),
+      Declare("train.channels_last", &Spec::train, &TrainSpec::channels_last).fallback(false)
+          .doc("Convolutional nets: keep the images and 4-D weights in channels_last (NHWC) memory format, which "
+               "GPU convolutions with bf16 or fp16 run much faster (ResNet-50 nearly twice as fast on an H200)."),
+      Declare("train.lr_find", &Spec::train, &TrainSpec::lr_find).fallback(false)
+          .doc("Instead of training, run fastai's learning-rate range test: up to 100 steps with the lr growing "
+               "exponentially from 1e-7 to 10, stopping when the smoothed loss passes 4x its minimum. Writes "
+               "lr_find.jsonl and lr_find.html and logs the suggested train.lr (a tenth of the lr with the lowest "
+               "loss) and the lr of the steepest descent; no model is saved (docs/training.md)."),
       // [dist]
       Declare("dist.backend", &Spec::dist, &DistSpec::backend).fallback("auto").choices({"auto", "gloo", "nccl"})
           .doc("Collective backend: auto picks nccl with CUDA and gloo otherwise."),

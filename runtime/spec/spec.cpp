@@ -258,6 +258,17 @@ class Loader {
     if (spec.data.channels == 2) {
       fail(ExitCode::spec, "{}: data.channels: 2 is not one of: 1 (grayscale), 3 (RGB)", loaded_.origins.at("data.channels"));
     }
+    if (spec.train.nesterov && (spec.train.optimizer != "sgd" || spec.train.momentum == 0)) {
+      fail(ExitCode::spec,
+           "{}: train.nesterov = true needs train.optimizer = \"sgd\" ({}: \"{}\") and train.momentum > 0 ({}: {})",
+           loaded_.origins.at("train.nesterov"), loaded_.origins.at("train.optimizer"), spec.train.optimizer,
+           loaded_.origins.at("train.momentum"), spec.train.momentum);
+    }
+    if (spec.train.freeze_epochs > spec.train.epochs) {
+      fail(ExitCode::spec, "{}: train.freeze_epochs ({}) is more than train.epochs ({}: {})",
+           loaded_.origins.at("train.freeze_epochs"), spec.train.freeze_epochs, loaded_.origins.at("train.epochs"),
+           spec.train.epochs);
+    }
     if (spec.data.format == "table_csv" && spec.model.arch == "small_cnn") {
       fail(ExitCode::spec, "{}: model.arch 'small_cnn' needs images, but data.format is 'table_csv' ({}): use 'mlp'",
            loaded_.origins.at("model.arch"), loaded_.origins.at("data.format"));

@@ -53,13 +53,22 @@ struct TrainSpec {
   std::string optimizer;    // sgd | adam | adamw
   double lr;
   double momentum;
+  bool nesterov;  // sgd
   double weight_decay;
-  std::string schedule;  // constant | one_cycle | cosine
-  double warmup;         // fraction of the steps spent warming up (one_cycle's pct_start)
+  std::string schedule;     // constant | one_cycle | cosine | step
+  double warmup;            // fraction of the steps spent warming up (one_cycle's pct_start)
+  std::int64_t step_every;  // step: epochs between two decays
+  double step_gamma;        // step: the factor of each decay
   std::string lr_scaling;  // none | linear
   std::int64_t accumulate;
   double clip_norm;  // 0: off
   double label_smoothing;
+  std::int64_t top_k;  // classification: also report top-k accuracy when there are more than k classes
+  std::int64_t freeze_epochs;  // fine-tuning: the first epochs train only the head
+  double body_lr_factor;       // fine-tuning: the body's lr relative to the head's
+  std::string precision;       // fp32 | bf16 | fp16
+  bool channels_last;          // NHWC memory format for images and conv weights
+  bool lr_find;                // run the learning-rate range test instead of training
 };
 
 struct DistSpec {

@@ -37,7 +37,7 @@ std::size_t OutputLocation::fetch_for_resume(std::int64_t keep) const {
   std::vector<s3::DownloadItem> missing;
   for (const auto& object : client_->list(bucket_, prefix_).objects) {
     const std::string relative = object.key.substr(prefix_.size());
-    if (relative == "metrics.jsonl" || relative == "metrics.csv") {
+    if (relative == "metrics.jsonl" || relative == "metrics.csv" || relative == "steps.jsonl") {
       if (!fs::exists(local_dir_ / relative)) missing.push_back({object, local_dir_ / relative});
     } else if (relative.rfind("checkpoints/", 0) == 0 && fs::path(relative).extension() == ".ckpt") {
       checkpoints.push_back(object);

@@ -29,7 +29,8 @@ class OutputLocation {
   const std::string& name() const { return name_; }
 
   // S3 outputs: downloads what a restarted pod needs to resume and the local copy lacks: the newest `keep`
-  // checkpoints, and metrics.jsonl and metrics.csv so that their lines go on. Returns the files fetched.
+  // checkpoints, and metrics.jsonl, metrics.csv and steps.jsonl so that their lines go on. Returns the
+  // number of files fetched.
   std::size_t fetch_for_resume(std::int64_t keep) const;
   // S3 outputs: uploads `file` (under local_dir(), or local_dir() itself) to the same relative key below
   // the prefix, or every file of a directory. Does nothing for local outputs. Throws tp::Error (network, storage, output).

@@ -32,7 +32,8 @@ std::vector<fs::path> list_checkpoints(const fs::path& directory) {
 
 TrainingPosition load_into(const fs::path& file, torch::jit::Module& model, torch::optim::Optimizer& optimizer) {
   torch::serialize::InputArchive archive;
-  archive.load_from(file.string());
+  // Onto the model's device: the optimizer's state must live where the parameters do.
+  archive.load_from(file.string(), (*model.parameters().begin()).device());
   torch::Tensor epochs_done, batches_done, step;
   archive.read("position.epochs_done", epochs_done);
   archive.read("position.batches_done", batches_done);

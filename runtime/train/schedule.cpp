@@ -28,6 +28,10 @@ double learning_rate(const ScheduleOptions& options, std::int64_t step) {
     if (warmup > 0 && position < warmup) return peak * position / warmup;
     return cosine(peak, 0.0, warmup >= 1 ? 1.0 : (position - warmup) / (1.0 - warmup));
   }
+  if (options.kind == "step") {
+    const std::int64_t epoch = step / std::max<std::int64_t>(options.steps_per_epoch, 1);
+    return peak * std::pow(options.step_gamma, static_cast<double>(epoch / options.step_every));
+  }
   return peak;
 }
 

@@ -5,8 +5,9 @@
 
 #include <chrono>
 #include <cmath>
-#include <fstream>
+#include <ctime>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -14,8 +15,11 @@
 #include "common/signals.h"
 #include "data/loader.h"
 #include "data/sampler.h"
+#include "dist/c10d_compat.h"
 #include "dist/gradient_sync.h"
+#include "model/model.h"
 #include "train/checkpoint.h"
+#include "train/report.h"
 #include "train/schedule.h"
 
 namespace tp::train {
@@ -25,22 +29,149 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const spec::TrainSpec& spec,
-                                                        const std::vector<torch::Tensor>& parameters) {
+                                                        const std::vector<torch::optim::OptimizerParamGroup>& groups) {
   if (spec.optimizer == "sgd") {
-    return std::make_unique<torch::optim::SGD>(
-        parameters, torch::optim::SGDOptions(spec.lr).momentum(spec.momentum).weight_decay(spec.weight_decay));
+    return std::make_unique<torch::optim::SGD>(groups, torch::optim::SGDOptions(spec.lr)
+                                                           .momentum(spec.momentum)
+                                                           .nesterov(spec.nesterov)
+                                                           .weight_decay(spec.weight_decay));
   }
   if (spec.optimizer == "adam") {
     return std::make_unique<torch::optim::Adam>(
-        parameters,
-        torch::optim::AdamOptions(spec.lr).betas({spec.momentum, 0.999}).weight_decay(spec.weight_decay));
+        groups, torch::optim::AdamOptions(spec.lr).betas({spec.momentum, 0.999}).weight_decay(spec.weight_decay));
   }
   return std::make_unique<torch::optim::AdamW>(
-      parameters, torch::optim::AdamWOptions(spec.lr).betas({spec.momentum, 0.999}).weight_decay(spec.weight_decay));
+      groups, torch::optim::AdamWOptions(spec.lr).betas({spec.momentum, 0.999}).weight_decay(spec.weight_decay));
 }
 
-void set_learning_rate(torch::optim::Optimizer& optimizer, double lr) {
-  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+// One group, or when fine-tuning two: the body, at lr x body_lr_factor, then the head at lr.
+void set_learning_rate(torch::optim::Optimizer& optimizer, double lr, double body_lr_factor) {
+  auto& groups = optimizer.param_groups();
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    groups[i].options().set_lr(i + 1 < groups.size() ? lr * body_lr_factor : lr);
+  }
+}
+
+// train.precision on this rank's device: autocast of the forward pass (bf16 on the CPU or CUDA, fp16 on
+// CUDA) and, for fp16, dynamic loss scaling as torch.cuda.amp.GradScaler does it: the loss is multiplied
+// by the scale before backward; a step whose gradients overflow is skipped and the scale halved; after
+// 2000 steps without overflow it doubles.
+class Precision {
+ public:
+  Precision(const std::string& precision, c10::Device device) : device_(device.type()) {
+    if (precision == "fp16" && !device.is_cuda()) {
+      fail(ExitCode::usage, "train.precision = fp16 needs a CUDA device, and this rank trains on the CPU: use bf16 "
+           "(CPU autocast) or fp32");
+    }
+    if (precision != "fp32") autocast_ = precision == "bf16" ? at::kBFloat16 : at::kHalf;
+    if (precision == "fp16") scale_ = 65536.0;
+  }
+
+  // The model's output in fp32: losses and metrics are computed in full precision.
+  torch::Tensor forward(torch::jit::Module& model, const torch::Tensor& inputs) const {
+    if (!autocast_) return model.forward({inputs}).toTensor();
+    struct Scope {  // leaving drops the weights' cached casts, as torch.autocast does on exit
+      at::DeviceType device;
+      at::ScalarType dtype;
+      ~Scope() { dist::compat::set_autocast(device, false, dtype); }
+    } scope{device_, *autocast_};
+    dist::compat::set_autocast(device_, true, *autocast_);
+    return model.forward({inputs}).toTensor().to(torch::kFloat);
+  }
+
+  torch::Tensor scaled(const torch::Tensor& loss) const { return scale_ ? loss * *scale_ : loss; }
+
+  // After the all-reduce (every rank has the same gradients, so every rank decides the same): divides the
+  // gradients by the scale. False when they overflowed: the step must be skipped.
+  bool unscale(const std::vector<torch::Tensor>& parameters) {
+    if (!scale_) return true;
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> grads;
+    for (const auto& parameter : parameters) {
+      if (parameter.grad().defined()) grads.push_back(parameter.grad());
+    }
+    bool finite = true;
+    for (const auto& grad : grads) finite = finite && torch::isfinite(grad).all().item<bool>();
+    if (!finite) {
+      *scale_ /= 2;
+      good_steps_ = 0;
+      spdlog::debug("fp16: gradients overflowed; step skipped, loss scale now {:g}", *scale_);
+      return false;
+    }
+    for (auto& grad : grads) grad.mul_(1.0 / *scale_);
+    if (++good_steps_ == 2000) {
+      *scale_ *= 2;
+      good_steps_ = 0;
+    }
+    return true;
+  }
+
+ private:
+  at::DeviceType device_;
+  std::optional<at::ScalarType> autocast_;
+  std::optional<double> scale_;
+  int good_steps_ = 0;
+};
+
+// What the model and the optimizer work on: the model's parameters, on the device, trainable.
+struct Parameters {
+  std::vector<torch::Tensor> tensors;
+  std::vector<std::string> names;
+};
+
+Parameters place_model(torch::jit::Module& model, const spec::TrainSpec& train, c10::Device device) {
+  model::run_op_by_op();
+  model.to(device);
+  Parameters parameters;
+  torch::NoGradGuard no_grad;
+  for (const auto& parameter : model.named_parameters()) {
+    if (train.channels_last && parameter.value.dim() == 4) {
+      parameter.value.set_data(parameter.value.contiguous(at::MemoryFormat::ChannelsLast));
+    }
+    parameter.value.set_requires_grad(true);
+    parameters.tensors.push_back(parameter.value);
+    parameters.names.push_back(parameter.name);
+  }
+  if (parameters.tensors.empty()) fail(ExitCode::model, "the model has no parameters to train");
+  return parameters;
+}
+
+// A batch on the training device (copied asynchronously from pinned memory on CUDA).
+data::Batch on_device(data::Batch batch, c10::Device device, bool channels_last) {
+  batch.inputs = batch.inputs.to(device, /*non_blocking=*/true);
+  if (channels_last && batch.inputs.dim() == 4) batch.inputs = batch.inputs.contiguous(at::MemoryFormat::ChannelsLast);
+  batch.targets = batch.targets.to(device, /*non_blocking=*/true);
+  return batch;
+}
+
+// Every rank starts from rank 0's weights and buffers. Buffers such as BatchNorm's running statistics are
+// not averaged afterwards: each rank keeps its own, and the saved model has rank 0's, as PyTorch's DDP
+// does with broadcast_buffers at the start.
+void start_from_rank_0(torch::jit::Module& model, std::vector<torch::Tensor>& parameters,
+                       dist::Communicator& communicator) {
+  torch::NoGradGuard no_grad;
+  communicator.broadcast(parameters, 0);
+  std::vector<torch::Tensor> buffers;
+  for (const auto& buffer : model.buffers()) buffers.push_back(buffer);
+  if (!buffers.empty()) communicator.broadcast(buffers, 0);
+}
+
+// (Re)builds the gradient averaging over the parameters that train now (a frozen body gets no gradients);
+// none for one rank.
+void synchronize_trainable(std::optional<dist::GradientSynchronizer>& synchronizer, const Parameters& parameters,
+                           const spec::Spec& spec, dist::Communicator& communicator) {
+  synchronizer.reset();
+  if (communicator.world_size() == 1) return;
+  std::vector<torch::Tensor> trainable;
+  std::vector<std::string> trainable_names;
+  for (std::size_t i = 0; i < parameters.tensors.size(); ++i) {
+    if (!parameters.tensors[i].requires_grad()) continue;
+    trainable.push_back(parameters.tensors[i]);
+    trainable_names.push_back(parameters.names[i]);
+  }
+  synchronizer.emplace(trainable, trainable_names, communicator,
+                       dist::BucketOptions{1 << 20, static_cast<std::size_t>(spec.dist.bucket_mb) << 20,
+                                           spec.dist.allow_unused_parameters});
 }
 
 torch::Tensor loss_of(const torch::Tensor& output, const torch::Tensor& target, const data::Schema& schema,
@@ -68,17 +199,32 @@ double correct_in(const torch::Tensor& output, const torch::Tensor& target, cons
   return output.argmax(1).eq(target).sum().item<double>();
 }
 
+// Whether top-k accuracy is reported: single-label classification with more than k classes.
+bool reports_top_k(const data::Schema& schema, std::int64_t k) {
+  return schema.classification && !schema.multi_label && schema.num_outputs > k;
+}
+
+// Samples whose target is among the k highest scores.
+double top_k_correct_in(const torch::Tensor& output, const torch::Tensor& target, std::int64_t k) {
+  return std::get<1>(output.topk(k, 1)).eq(target.unsqueeze(1)).any(1).sum().item<double>();
+}
+
 struct Totals {
   double loss_sum = 0;
   double correct = 0;
+  double top_k_correct = 0;
+  double absolute_error = 0;  // regression
   double count = 0;
 };
 
 // Sums per-rank totals over all ranks.
 Totals all_ranks(const Totals& mine, dist::Communicator& communicator) {
-  std::vector<torch::Tensor> values{torch::tensor({mine.loss_sum, mine.correct, mine.count}, torch::kDouble)};
+  std::vector<torch::Tensor> values{torch::tensor(
+      {mine.loss_sum, mine.correct, mine.top_k_correct, mine.absolute_error, mine.count}, torch::kDouble)};
   communicator.all_reduce_sum(values);
-  return {values[0][0].item<double>(), values[0][1].item<double>(), values[0][2].item<double>()};
+  const auto sums = values[0];
+  return {sums[0].item<double>(), sums[1].item<double>(), sums[2].item<double>(), sums[3].item<double>(),
+          sums[4].item<double>()};
 }
 
 // The fewest samples any rank holds, for data that is already one share per rank.
@@ -91,7 +237,7 @@ std::size_t smallest_share(const data::DistributedSampler& sampler, dist::Commun
 
 // Validation on this rank's disjoint share (no padding, so every sample counts once overall).
 Totals validate(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec,
-                dist::Communicator& communicator) {
+                dist::Communicator& communicator, const Precision& precision, c10::Device device) {
   const std::size_t first = data.rank_share ? 0 : static_cast<std::size_t>(communicator.rank());
   const std::size_t stride = data.rank_share ? 1 : static_cast<std::size_t>(communicator.world_size());
   Totals totals;
@@ -99,90 +245,128 @@ Totals validate(torch::jit::Module& model, const data::Datasets& data, const spe
   for (std::size_t i = first; i < data.valid->size(); i += stride) mine.push_back(i);
   torch::NoGradGuard no_grad;
   model.eval();
-  data::Loader loader(data.valid, mine, 0,
-                      {spec.train.batch_size, static_cast<int>(spec.data.workers)});
-  while (auto batch = loader.next()) {
-    const torch::Tensor output = model.forward({batch->inputs}).toTensor();
-    const double n = static_cast<double>(batch->targets.size(0));
-    totals.loss_sum += loss_of(output, batch->targets, data.schema).item<double>() * n;
-    if (data.schema.classification) totals.correct += correct_in(output, batch->targets, data.schema);
+  data::LoaderOptions loader_options;
+  loader_options.batch_size = spec.train.batch_size;
+  loader_options.workers = static_cast<int>(spec.data.workers);
+  loader_options.pin_memory = device.is_cuda();
+  data::Loader loader(data.valid, mine, 0, loader_options);
+  while (auto next = loader.next()) {
+    const auto batch = on_device(std::move(*next), device, spec.train.channels_last);
+    const torch::Tensor output = precision.forward(model, batch.inputs);
+    const double n = static_cast<double>(batch.targets.size(0));
+    totals.loss_sum += loss_of(output, batch.targets, data.schema).item<double>() * n;
+    if (data.schema.classification) totals.correct += correct_in(output, batch.targets, data.schema);
+    if (reports_top_k(data.schema, spec.train.top_k)) {
+      totals.top_k_correct += top_k_correct_in(output, batch.targets, spec.train.top_k);
+    }
+    if (!data.schema.classification) {
+      totals.absolute_error += (output.reshape({-1}) - batch.targets.to(torch::kFloat)).abs().sum().item<double>();
+    }
     totals.count += n;
   }
   model.train();
   return all_ranks(totals, communicator);
 }
 
-// metrics.jsonl (one JSON object per line) and metrics.csv, flushed after each epoch so that they
-// can be read while training runs.
-class MetricsLog {
- public:
-  explicit MetricsLog(const fs::path& output_dir) {
-    const fs::path csv_file = output_dir / "metrics.csv";
-    const bool new_csv = !fs::exists(csv_file);
-    json_.open(output_dir / "metrics.jsonl", std::ios::app);
-    csv_.open(csv_file, std::ios::app);
-    if (!json_ || !csv_) fail(ExitCode::output, "cannot write metrics in {}", output_dir.string());
-    if (new_csv) csv_ << "epoch,step,lr,train_loss,valid_loss,accuracy,seconds\n";
+// Every rank's bad files, sorted and without duplicates: an all-gather of the names built from sums,
+// each rank filling its own slot of a zeroed buffer.
+std::vector<std::string> all_bad_files(const data::BadFiles& bad_files, dist::Communicator& communicator) {
+  const std::vector<std::string> mine = bad_files.files();
+  if (communicator.world_size() == 1) return mine;
+  std::string text;
+  for (const auto& file : mine) text += file + '\n';
+  std::vector<torch::Tensor> lengths{torch::zeros({communicator.world_size()}, torch::kLong)};
+  lengths[0][communicator.rank()] = static_cast<std::int64_t>(text.size());
+  communicator.all_reduce_sum(lengths);
+  const std::int64_t total = lengths[0].sum().item<std::int64_t>();
+  if (total == 0) return {};
+  const std::int64_t offset = lengths[0].slice(0, 0, communicator.rank()).sum().item<std::int64_t>();
+  std::vector<torch::Tensor> bytes{torch::zeros({total}, torch::kInt)};
+  std::copy(text.begin(), text.end(), bytes[0].data_ptr<int>() + offset);
+  communicator.all_reduce_sum(bytes);
+  const int* gathered = bytes[0].data_ptr<int>();
+  std::set<std::string> all;
+  std::string name;
+  for (std::int64_t i = 0; i < total; ++i) {
+    const char c = static_cast<char>(gathered[i]);
+    if (c != '\n') {
+      name += c;
+    } else if (!name.empty()) {
+      all.insert(name);
+      name.clear();
+    }
   }
-  void write(const EpochMetrics& m) {
-    auto number = [](double value) { return std::isnan(value) ? nlohmann::json(nullptr) : nlohmann::json(value); };
-    auto cell = [](double value) { return std::isnan(value) ? std::string() : fmt::format("{}", value); };
-    nlohmann::json line = {{"epoch", m.epoch},
-                           {"step", m.step},
-                           {"lr", m.lr},
-                           {"train_loss", number(m.train_loss)},
-                           {"valid_loss", number(m.valid_loss)},
-                           {"accuracy", number(m.valid_accuracy)},
-                           {"seconds", m.seconds}};
-    json_ << line.dump() << '\n';
-    json_.flush();
-    csv_ << fmt::format("{},{},{},{},{},{},{}\n", m.epoch, m.step, m.lr, cell(m.train_loss), cell(m.valid_loss),
-                        cell(m.valid_accuracy), m.seconds);
-    csv_.flush();
-  }
+  return {all.begin(), all.end()};
+}
 
- private:
-  std::ofstream json_;
-  std::ofstream csv_;
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+nlohmann::json optional_number(double value) {
+  return std::isnan(value) ? nlohmann::json(nullptr) : nlohmann::json(value);
+}
+
+// The run record: run.json at the end, and the report's facts at every epoch end.
+struct RunFacts {
+  const RunOrigin& origin;
+  const spec::Spec& spec;
+  const data::Datasets& data;
+  int world_size;
+  std::string started;
 };
 
-void write_final_outputs(torch::jit::Module& model, const fs::path& output_dir, const RunOrigin& origin,
-                         const spec::Spec& spec, const EpochMetrics& last, int world_size, double seconds,
-                         const data::Datasets& data) {
-  const fs::path model_file = output_dir / "model.pt";
-  const fs::path temporary = temporary_sibling(model_file);
-  model.eval();
-  model.save(temporary.string());
-  commit_file(temporary, model_file);
-
-  nlohmann::json record = {
-      {"job", spec.job.name},
-      {"source", {{"repo", origin.repo}, {"ref", origin.ref}, {"commit", origin.commit}, {"spec", origin.spec_name}}},
-      {"resolved_spec", origin.resolved_spec},
-      {"world_size", world_size},
+nlohmann::json run_record(const RunFacts& facts, const EpochMetrics& last, const std::vector<std::string>& bad_files,
+                          double seconds) {
+  const data::Datasets& data = facts.data;
+  return {
+      {"job", facts.spec.job.name},
+      {"source", {{"repo", facts.origin.repo}, {"ref", facts.origin.ref}, {"commit", facts.origin.commit},
+                  {"spec", facts.origin.spec_name}}},
+      {"resolved_spec", facts.origin.resolved_spec},
+      {"world_size", facts.world_size},
       {"data", {{"train_samples", data.train->size()}, {"valid_samples", data.valid ? data.valid->size() : 0},
-                {"classes", data.schema.class_names}}},
-      {"final", {{"epoch", last.epoch}, {"train_loss", last.train_loss},
-                 {"valid_loss", std::isnan(last.valid_loss) ? nlohmann::json(nullptr) : nlohmann::json(last.valid_loss)},
-                 {"accuracy", std::isnan(last.valid_accuracy) ? nlohmann::json(nullptr)
-                                                              : nlohmann::json(last.valid_accuracy)}}},
+                {"classes", data.schema.class_names}, {"bad_files", bad_files}}},
+      {"final", {{"epoch", last.epoch}, {"train_loss", optional_number(last.train_loss)},
+                 {"valid_loss", optional_number(last.valid_loss)}, {"accuracy", optional_number(last.valid_accuracy)},
+                 {"error_rate", optional_number(last.error_rate)},
+                 {"top_k_accuracy", optional_number(last.top_k_accuracy)}, {"top_k", facts.spec.train.top_k},
+                 {"mae", optional_number(last.mae)}, {"mse", optional_number(last.mse)}}},
+      {"started", facts.started},
       {"seconds", seconds},
       {"versions", {{"trainpoint", TRAINPOINT_VERSION_STRING}, {"libtorch", TORCH_VERSION}}},
   };
-  write_file_atomic(output_dir / "run.json", record.dump(2) + "\n");
+}
+
+// On the CPU, so that the model loads anywhere (Python's torch.jit.load puts tensors where they were).
+void write_model(torch::jit::Module& model, const fs::path& output_dir) {
+  const fs::path model_file = output_dir / "model.pt";
+  const fs::path temporary = temporary_sibling(model_file);
+  model.to(torch::kCPU);
+  model.eval();
+  model.save(temporary.string());
+  commit_file(temporary, model_file);
 }
 
 }  // namespace
 
 FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec,
               dist::Communicator& communicator, const fs::path& output_dir, const RunOrigin& origin,
-              const PublishFile& publish) {
+              const FitEnvironment& environment) {
   const auto published = [&](const fs::path& file) {
-    if (publish) publish(file);
+    if (environment.publish) environment.publish(file);
   };
+  const c10::Device device = environment.device;
   const auto started = Clock::now();
+  const RunFacts facts{origin, spec, data, communicator.world_size(), utc_now()};
   const bool writer = communicator.rank() == 0;
   const fs::path checkpoints = output_dir / "checkpoints";
+  Precision precision(spec.train.precision, device);
   // The final outputs of an earlier run go first: only a run that finishes writes them again.
   if (writer) {
     fs::create_directories(output_dir);
@@ -190,15 +374,25 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
     fs::remove(output_dir / "model.pt");
   }
 
-  std::vector<torch::Tensor> parameters;
-  std::vector<std::string> names;
-  for (const auto& parameter : model.named_parameters()) {
-    parameter.value.set_requires_grad(true);
-    parameters.push_back(parameter.value);
-    names.push_back(parameter.name);
+  Parameters placed = place_model(model, spec.train, device);
+  std::vector<torch::Tensor>& parameters = placed.tensors;
+  const std::vector<std::string>& names = placed.names;
+  // Fine-tuning: the body and the head in two optimizer groups, so the body can have its own lr.
+  const bool fine_tune = spec.train.freeze_epochs > 0;
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  if (fine_tune) {
+    const std::vector<std::string> head = model::head_parameter_names(model);
+    std::vector<torch::Tensor> body_parameters, head_parameters;
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+      const bool in_head = std::find(head.begin(), head.end(), names[i]) != head.end();
+      (in_head ? head_parameters : body_parameters).push_back(parameters[i]);
+    }
+    groups.emplace_back(body_parameters);
+    groups.emplace_back(head_parameters);
+  } else {
+    groups.emplace_back(parameters);
   }
-  if (parameters.empty()) fail(ExitCode::model, "the model has no parameters to train");
-  auto optimizer = make_optimizer(spec.train, parameters);
+  auto optimizer = make_optimizer(spec.train, groups);
   model.train();
 
   TrainingPosition position;
@@ -225,22 +419,10 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
     }
   }
 
-  // Every rank starts from rank 0's weights and buffers (after rank 0 resumed). Buffers such as
-  // BatchNorm's running statistics are not averaged afterwards: each rank keeps its own, and the
-  // saved model has rank 0's, as PyTorch's DDP does with broadcast_buffers at the start.
-  {
-    torch::NoGradGuard no_grad;
-    communicator.broadcast(parameters, 0);
-    std::vector<torch::Tensor> buffers;
-    for (const auto& buffer : model.buffers()) buffers.push_back(buffer);
-    if (!buffers.empty()) communicator.broadcast(buffers, 0);
-  }
+  start_from_rank_0(model, parameters, communicator);  // after rank 0 resumed
+  // Built again whenever fine-tuning freezes or unfreezes the body (at the same epoch on every rank).
   std::optional<dist::GradientSynchronizer> synchronizer;
-  if (communicator.world_size() > 1) {
-    synchronizer.emplace(parameters, names, communicator,
-                         dist::BucketOptions{1 << 20, static_cast<std::size_t>(spec.dist.bucket_mb) << 20,
-                                             spec.dist.allow_unused_parameters});
-  }
+  if (!fine_tune) synchronize_trainable(synchronizer, placed, spec, communicator);
 
   // A rank's own share (sharded staging) is shuffled locally; the whole dataset is split across ranks.
   const bool split_here = !data.rank_share;
@@ -256,7 +438,21 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
   // The linear scaling rule (Goyal et al. 2017): the peak lr grows with the global batch, with warmup.
   const double global_batch_factor = static_cast<double>(communicator.world_size() * accumulate);
   const double peak_lr = spec.train.lr_scaling == "linear" ? spec.train.lr * global_batch_factor : spec.train.lr;
-  const ScheduleOptions schedule{spec.train.schedule, peak_lr, spec.train.warmup, steps_per_epoch * spec.train.epochs};
+  const std::int64_t total_steps = steps_per_epoch * spec.train.epochs;
+  const std::int64_t frozen_steps = steps_per_epoch * spec.train.freeze_epochs;
+  const ScheduleOptions schedule{spec.train.schedule, peak_lr, spec.train.warmup, total_steps,
+                                 steps_per_epoch, spec.train.step_every, spec.train.step_gamma};
+  // Fine-tuning runs one schedule over the frozen epochs and another over the rest, as fastai's
+  // fine_tune calls fit_one_cycle twice.
+  auto lr_at = [&](std::int64_t step) {
+    ScheduleOptions phase = schedule;
+    if (step < frozen_steps) {
+      phase.total_steps = frozen_steps;
+      return learning_rate(phase, step);
+    }
+    phase.total_steps = total_steps - frozen_steps;
+    return learning_rate(phase, step - frozen_steps);
+  };
   if (writer) {
     spdlog::info("training {} samples ({} per rank, {} steps per epoch), validating on {}; world size {}; global "
                  "batch {}; peak lr {:g}{}",
@@ -268,11 +464,24 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
   }
 
   std::unique_ptr<MetricsLog> metrics;
-  if (writer) metrics = std::make_unique<MetricsLog>(output_dir);
+  if (writer) metrics = std::make_unique<MetricsLog>(output_dir, position.epochs_done, position.step);
+  const std::int64_t top_k = reports_top_k(data.schema, spec.train.top_k) ? spec.train.top_k : 0;
   install_stop_handlers();
 
   FitResult result;
+  std::optional<bool> body_frozen;
   for (std::int64_t epoch = position.epochs_done; epoch < spec.train.epochs; ++epoch) {
+    // The phase follows from the epoch alone, so a resumed run continues in the right one.
+    if (fine_tune && body_frozen != (epoch < spec.train.freeze_epochs)) {
+      body_frozen = epoch < spec.train.freeze_epochs;
+      model::set_body_trainable(model, !*body_frozen);
+      synchronize_trainable(synchronizer, placed, spec, communicator);
+      if (writer && *body_frozen) {
+        spdlog::info("fine-tuning: the head trains alone for {} epoch(s), the body frozen", spec.train.freeze_epochs);
+      } else if (writer) {
+        spdlog::info("fine-tuning: the body trains from epoch {} at lr x {:g}", epoch + 1, spec.train.body_lr_factor);
+      }
+    }
     const auto epoch_started = Clock::now();
     std::vector<std::size_t> indices = sampler.indices(epoch);
     indices.resize(std::min(indices.size(), samples_per_rank));
@@ -280,6 +489,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
     loader_options.batch_size = spec.train.batch_size;
     loader_options.workers = static_cast<int>(spec.data.workers);
     loader_options.first_batch = static_cast<std::size_t>(position.batches_done);
+    loader_options.pin_memory = device.is_cuda();
     data::Loader loader(data.train, std::move(indices), epoch, loader_options);
     // Rank 0 speaks for the job; the other ranks log only warnings and errors.
     std::optional<log::Progress> progress;
@@ -289,29 +499,34 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
     }
     Totals train_totals;
     double lr = peak_lr;
+    double step_loss_sum = 0;  // this step's batches, for its record
+    int step_batches = 0;
     try {
-      while (auto batch = loader.next()) {
+      while (auto next = loader.next()) {
+        const auto batch = on_device(std::move(*next), device, spec.train.channels_last);
         // With accumulation, gradients are summed locally over `accumulate` batches and averaged
         // across ranks only on the last one (DDP's no_sync).
         const std::int64_t micro = (static_cast<std::int64_t>(loader.position()) - 1) % accumulate;
         const bool stepping = micro == accumulate - 1 || loader.position() == loader.num_batches();
         if (micro == 0) {
-          lr = learning_rate(schedule, position.step);
-          set_learning_rate(*optimizer, lr);
+          lr = lr_at(position.step);
+          set_learning_rate(*optimizer, lr, spec.train.body_lr_factor);
           optimizer->zero_grad();
         }
-        const torch::Tensor output = model.forward({batch->inputs}).toTensor();
-        const torch::Tensor loss = loss_of(output, batch->targets, data.schema, spec.train.label_smoothing);
+        const torch::Tensor output = precision.forward(model, batch.inputs);
+        const torch::Tensor loss = loss_of(output, batch.targets, data.schema, spec.train.label_smoothing);
         const double loss_value = loss.item<double>();
         if (!std::isfinite(loss_value)) {
           fail(ExitCode::training, "the loss became {} at epoch {} step {}: lower train.lr (now {:g})", loss_value,
                epoch + 1, position.step, lr);
         }
         if (synchronizer) synchronizer->set_enabled(stepping);
-        (accumulate > 1 ? loss / static_cast<double>(accumulate) : loss).backward();
-        const double n = static_cast<double>(batch->targets.size(0));
+        precision.scaled(accumulate > 1 ? loss / static_cast<double>(accumulate) : loss).backward();
+        const double n = static_cast<double>(batch.targets.size(0));
         train_totals.loss_sum += loss_value * n;
         train_totals.count += n;
+        step_loss_sum += loss_value;
+        ++step_batches;
         if (progress) {
           progress->set_note(fmt::format("loss {:.4f}", train_totals.loss_sum / train_totals.count));
           progress->advance();
@@ -319,9 +534,14 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
         if (!stepping) continue;
         if (synchronizer) synchronizer->finish();
         // Clipping after the all-reduce, so every rank clips the same averaged gradients.
-        if (spec.train.clip_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, spec.train.clip_norm);
-        optimizer->step();
+        if (precision.unscale(parameters)) {
+          if (spec.train.clip_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, spec.train.clip_norm);
+          optimizer->step();
+        }
         ++position.step;
+        if (metrics) metrics->write_step({position.step, lr, step_loss_sum / step_batches});
+        step_loss_sum = 0;
+        step_batches = 0;
         if (stop_agreed(communicator)) {
           position.batches_done = static_cast<std::int64_t>(loader.position());
           const fs::path saved = checkpoint_path(checkpoints, position);
@@ -347,17 +567,30 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
     m.step = position.step;
     m.lr = lr;
     m.train_loss = train.count > 0 ? train.loss_sum / train.count : std::nan("");
-    m.valid_loss = m.valid_accuracy = std::nan("");
+    m.valid_loss = m.valid_accuracy = m.error_rate = m.top_k_accuracy = m.mae = m.mse = std::nan("");
     if (data.valid && data.valid->size() > 0) {
-      const Totals valid = validate(model, data, spec, communicator);
+      const Totals valid = validate(model, data, spec, communicator, precision, device);
       m.valid_loss = valid.loss_sum / valid.count;
-      if (data.schema.classification) m.valid_accuracy = valid.correct / valid.count;
+      if (data.schema.classification) {
+        m.valid_accuracy = valid.correct / valid.count;
+        m.error_rate = 1.0 - m.valid_accuracy;
+      } else {
+        m.mae = valid.absolute_error / valid.count;
+        m.mse = m.valid_loss;  // the regression loss is the mean squared error
+      }
+      if (top_k > 0) m.top_k_accuracy = valid.top_k_correct / valid.count;
     }
     m.seconds = std::chrono::duration<double>(Clock::now() - epoch_started).count();
+    const std::vector<std::string> bad_files = all_bad_files(*data.bad_files, communicator);
     if (writer) {
-      spdlog::info("epoch {}/{}: train_loss {:.4f} valid_loss {:.4f} accuracy {:.4f} lr {:.3g} ({:.1f}s)", m.epoch,
-                   spec.train.epochs, m.train_loss, m.valid_loss, m.valid_accuracy, m.lr, m.seconds);
-      metrics->write(m);
+      const std::string validation = describe_validation(m, top_k);
+      spdlog::info("epoch {}/{}: train_loss {:.4f}{}{} lr {:.3g} ({:.1f}s)", m.epoch, spec.train.epochs,
+                   m.train_loss, validation.empty() ? "" : " ", validation, m.lr, m.seconds);
+      metrics->write_epoch(m);
+      const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
+      write_report(output_dir / "report.html",
+                   {run_record(facts, m, bad_files, elapsed), metrics->steps(), metrics->epochs(), spec.train.epochs,
+                    top_k, false});
       const bool due = spec.checkpoint.every_epochs > 0 && (m.epoch % spec.checkpoint.every_epochs == 0 ||
                                                              m.epoch == spec.train.epochs);
       if (due) {
@@ -366,20 +599,136 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
         prune_checkpoints(checkpoints, spec.checkpoint.keep);
         published(saved);
       }
-      published(output_dir / "metrics.jsonl");
-      published(output_dir / "metrics.csv");
+      for (const char* record : {"metrics.jsonl", "metrics.csv", "steps.jsonl", "report.html"}) {
+        published(output_dir / record);
+      }
     }
     result.last = m;
     ++result.epochs_run;
   }
 
+  const std::vector<std::string> bad_files = all_bad_files(*data.bad_files, communicator);
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
   if (writer) {
-    write_final_outputs(model, output_dir, origin, spec, result.last, communicator.world_size(), seconds, data);
+    // A resumed run that had nothing left to train reports the epoch its records end with.
+    const EpochMetrics last = metrics->epochs().empty() ? result.last : metrics->epochs().back();
+    const nlohmann::json record = run_record(facts, last, bad_files, seconds);
+    write_report(output_dir / "report.html",
+                 {record, metrics->steps(), metrics->epochs(), spec.train.epochs, top_k, true});
+    write_model(model, output_dir);
+    write_file_atomic(output_dir / "run.json", record.dump(2) + "\n");
     result.model_file = output_dir / "model.pt";
+    published(output_dir / "report.html");
     published(result.model_file);
     published(output_dir / "run.json");
     spdlog::info("wrote {} and {}", result.model_file.string(), (output_dir / "run.json").string());
+  }
+  communicator.barrier();
+  return result;
+}
+
+LrFindResult find_learning_rate(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec,
+                                dist::Communicator& communicator, const fs::path& output_dir,
+                                const FitEnvironment& environment) {
+  constexpr double kStartLr = 1e-7, kEndLr = 10.0, kBeta = 0.98;
+  constexpr std::int64_t kSteps = 100;
+  const c10::Device device = environment.device;
+  Precision precision(spec.train.precision, device);
+  Parameters placed = place_model(model, spec.train, device);
+  std::vector<torch::Tensor>& parameters = placed.tensors;
+  if (spec.train.freeze_epochs > 0) model::set_body_trainable(model, false);
+  auto optimizer = make_optimizer(spec.train, {torch::optim::OptimizerParamGroup(parameters)});
+  model.train();
+  start_from_rank_0(model, parameters, communicator);
+  std::optional<dist::GradientSynchronizer> synchronizer;
+  synchronize_trainable(synchronizer, placed, spec, communicator);
+  const bool split_here = !data.rank_share;
+  data::DistributedSampler sampler({data.train->size(), split_here ? communicator.rank() : 0,
+                                    split_here ? communicator.world_size() : 1, true, spec.data.drop_last,
+                                    static_cast<std::uint64_t>(spec.job.seed)});
+  const std::size_t samples_per_rank = split_here ? sampler.samples_per_rank() : smallest_share(sampler, communicator);
+
+  LrFindResult result;
+  double average = 0, best = INFINITY;
+  bool done = false;
+  for (std::int64_t epoch = 0; !done; ++epoch) {
+    std::vector<std::size_t> indices = sampler.indices(epoch);
+    indices.resize(std::min(indices.size(), samples_per_rank));
+    data::LoaderOptions loader_options;
+    loader_options.batch_size = spec.train.batch_size;
+    loader_options.workers = static_cast<int>(spec.data.workers);
+    loader_options.pin_memory = device.is_cuda();
+    data::Loader loader(data.train, std::move(indices), epoch, loader_options);
+    if (loader.num_batches() == 0) fail(ExitCode::data, "lr_find: no training samples on rank {}", communicator.rank());
+    try {
+      while (auto next = loader.next()) {
+        const auto batch = on_device(std::move(*next), device, spec.train.channels_last);
+        const auto step = static_cast<std::int64_t>(result.points.size());
+        const double lr = kStartLr * std::pow(kEndLr / kStartLr, static_cast<double>(step) / (kSteps - 1));
+        set_learning_rate(*optimizer, lr, 1.0);
+        optimizer->zero_grad();
+        const torch::Tensor loss = loss_of(precision.forward(model, batch.inputs), batch.targets, data.schema,
+                                           spec.train.label_smoothing);
+        precision.scaled(loss).backward();
+        if (synchronizer) synchronizer->finish();
+        if (precision.unscale(parameters)) {
+          if (spec.train.clip_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, spec.train.clip_norm);
+          optimizer->step();
+        }
+        std::vector<torch::Tensor> losses{loss.detach().to(torch::kDouble).reshape({1})};
+        communicator.all_reduce_sum(losses);
+        const double mean_loss = losses[0].item<double>() / communicator.world_size();
+        average = kBeta * average + (1 - kBeta) * mean_loss;
+        const double smoothed = average / (1 - std::pow(kBeta, static_cast<double>(step + 1)));
+        result.points.push_back({step + 1, lr, mean_loss, smoothed});
+        best = std::min(best, smoothed);
+        done = !std::isfinite(smoothed) || smoothed > 4 * best || step + 1 == kSteps;
+        if (done) break;
+      }
+    } catch (const c10::Error& error) {
+      fail(ExitCode::training, "lr_find: {}", error.what_without_backtrace());
+    }
+  }
+
+  // As fastai, the suggestions skip the first tenth of the planned steps (the average is still
+  // settling) and the last 5 (the loss blowing up), unless that leaves too few.
+  const std::size_t n = result.points.size();
+  std::size_t first = kSteps / 10, end = n > 5 ? n - 5 : n;
+  if (end < first + 2) {
+    first = 0;
+    end = n;
+  }
+  std::size_t lowest = first, steepest = first;
+  double steepest_slope = INFINITY;
+  for (std::size_t i = first; i < end; ++i) {
+    if (result.points[i].smoothed_loss < result.points[lowest].smoothed_loss) lowest = i;
+    if (i + 1 >= end) continue;
+    const auto& here = result.points[i];
+    const auto& next = result.points[i + 1];
+    const double slope = (next.smoothed_loss - here.smoothed_loss) / (std::log(next.lr) - std::log(here.lr));
+    if (slope < steepest_slope) {
+      steepest_slope = slope;
+      steepest = i;
+    }
+  }
+  result.suggested_lr = result.points[lowest].lr / 10;
+  result.steepest_lr = result.points[steepest].lr;
+  if (communicator.rank() == 0) {
+    fs::create_directories(output_dir);
+    std::string lines;
+    for (const LrFindPoint& p : result.points) {
+      lines += nlohmann::json{{"step", p.step}, {"lr", p.lr}, {"loss", optional_number(p.loss)},
+                              {"smoothed_loss", optional_number(p.smoothed_loss)}}
+                   .dump() +
+               "\n";
+    }
+    write_file_atomic(output_dir / "lr_find.jsonl", lines);
+    write_file_atomic(output_dir / "lr_find.html",
+                      render_lr_find(spec.job.name, result.points, result.suggested_lr, result.steepest_lr));
+    spdlog::info("lr_find: {} steps; suggested train.lr {:.3g} (a tenth of the lr with the lowest loss, {:.3g}); "
+                 "steepest descent at {:.3g}; see {}",
+                 result.points.size(), result.suggested_lr, result.points[lowest].lr, result.steepest_lr,
+                 (output_dir / "lr_find.html").string());
   }
   communicator.barrier();
   return result;

@@ -149,6 +149,22 @@ TEST_F(Launcher, TwoWorkersTrainAndRank0WritesTheOutputs) {
   EXPECT_GT(record["final"]["accuracy"].get<double>(), 0.8) << result.output;
 }
 
+// Frozen parameters get no gradient: the ranks synchronize only the parameters of the current phase.
+// The run record lists the bad files every rank met, whichever rank read them.
+TEST_F(Launcher, TwoWorkersFineTuneWithTheBodyFrozenThenUnfrozen) {
+  const fs::path a_class = fs::directory_iterator(dir_ / "data")->path();
+  testing::write_text(a_class / "broken.png", "not a PNG file");
+  const auto result = run_command("timeout 300 " + command(3) + " --set train.freeze_epochs=1");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("fine-tuning: the head trains alone for 1 epoch(s)"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("fine-tuning: the body trains from epoch 2"), std::string::npos) << result.output;
+  std::ifstream record_file(dir_ / "out/run.json");
+  const auto record = nlohmann::json::parse(record_file);
+  EXPECT_EQ(record["world_size"], 2);
+  EXPECT_EQ(record["final"]["epoch"], 3);
+  EXPECT_EQ(record["data"]["bad_files"], nlohmann::json::array({(a_class / "broken.png").string()}));
+}
+
 TEST_F(Launcher, SigtermStopsTheWorkersAndExits143) {
   const std::string script = command(50) + " > " + (dir_ / "log").string() + " 2>&1 & pid=$!\n" +
                              "for i in $(seq 600); do grep -q 'epoch 1' " + (dir_ / "log").string() +

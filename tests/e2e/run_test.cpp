@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "s3/s3_server.h"
@@ -102,7 +103,10 @@ TEST_F(EndToEnd, TrainsFromTheFirstCommitWithItsSpecAndTheLossFalls) {
   ASSERT_EQ(metrics.size(), 6u) << "the first commit's spec asks for 6 epochs";
   EXPECT_LT(metrics.back()["train_loss"].get<double>(), 0.5 * metrics.front()["train_loss"].get<double>());
   EXPECT_GT(metrics.back()["accuracy"].get<double>(), 0.85);
+  EXPECT_DOUBLE_EQ(metrics.back()["error_rate"].get<double>(), 1.0 - metrics.back()["accuracy"].get<double>());
   EXPECT_TRUE(fs::exists(dir_ / "out/model.pt"));
+  EXPECT_TRUE(fs::exists(dir_ / "out/report.html"));
+  EXPECT_TRUE(record["data"]["bad_files"].is_array());
   EXPECT_TRUE(fs::is_directory(dir_ / ("checkouts/" + first_)));
 }
 
@@ -289,6 +293,112 @@ TEST_F(EndToEnd, StreamsFromS3WritesOutputsToS3AndResumesFromThemOnANewDisk) {
   ASSERT_EQ(lines.size(), 3u) << "the metrics of the first pod go on";
   EXPECT_EQ(lines.back()["epoch"], 3);
   EXPECT_EQ(keys().count("runs/a/checkpoints/epoch-000003.ckpt"), 1u);
+}
+
+// A model written in Python and scripted there (torch.jit.script) trains in trainpoint as
+// model.torchscript, and Python loads the exported model.pt and predicts with it.
+const char* kPythonProgram = R"(import csv, json, sys
+import torch
+from torch import nn
+
+root, action = sys.argv[1], sys.argv[2]
+if action == "make":
+    torch.manual_seed(0)
+    centers = torch.randn(3, 4) * 3
+    labels = torch.randint(0, 3, (600,))
+    x = centers[labels] + torch.randn(600, 4)
+    with open(f"{root}/data/table.csv", "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["x0", "x1", "x2", "x3", "label"])
+        for row, label in zip(x.tolist(), labels.tolist()):
+            out.writerow([f"{v:.5f}" for v in row] + [f"class{label}"])
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(4, 32), nn.ReLU())
+            self.head = nn.Linear(32, 3)
+
+        def forward(self, x):
+            return self.head(self.body(x))
+
+    torch.jit.script(Net()).save(f"{root}/net.pt")
+else:
+    model = torch.jit.load(f"{root}/out/model.pt")
+    model.eval()
+    classes = json.load(open(f"{root}/out/run.json"))["data"]["classes"]
+    rows = list(csv.DictReader(open(f"{root}/data/table.csv")))
+    x = torch.tensor([[float(r[f"x{i}"]) for i in range(4)] for r in rows])
+    x = (x - x.mean(0)) / x.std(0)  # trainpoint standardizes table features with the training split's statistics
+    y = torch.tensor([classes.index(r["label"]) for r in rows])
+    with torch.no_grad():
+        scores = model(x)
+    print(tuple(scores.shape), (scores.argmax(1) == y).float().mean().item())
+)";
+
+class PythonModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directories(dir_ / "data");
+    testing::write_text(dir_ / "program.py", kPythonProgram);
+    python("make");
+    testing::write_text(dir_ / "train.toml", R"([job]
+output = "out"
+seed = 1
+[data]
+source = "data/table.csv"
+format = "table_csv"
+target = "label"
+valid = 0.25
+workers = 0
+[model]
+torchscript = "net.pt"
+[train]
+epochs = 6
+batch_size = 32
+lr = 0.01
+)");
+  }
+  std::string python(const std::string& action) {
+    return run_checked("/usr/bin/python3 " + shell_quote((dir_ / "program.py").string()) + " " +
+                       shell_quote(dir_.path().string()) + " " + action);
+  }
+  testing::CommandResult trainpoint(const std::string& extra = "") {
+    return run_command(testing::trainpoint_binary() + " run --spec " + shell_quote((dir_ / "train.toml").string()) +
+                       " --workdir " + shell_quote(dir_.path().string()) + extra);
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(PythonModel, TrainedByTrainpointItPredictsInPythonAboveChance) {
+  const auto result = trainpoint();
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const std::string prediction = python("predict");
+  std::istringstream words(prediction);
+  std::string shape_first, shape_second;
+  double accuracy = 0;
+  words >> shape_first >> shape_second >> accuracy;
+  EXPECT_EQ(shape_first + " " + shape_second, "(600, 3)") << prediction;
+  EXPECT_GT(accuracy, 0.8) << "chance is 1/3: " << prediction;
+  EXPECT_TRUE(fs::exists(dir_ / "out/report.html"));
+}
+
+TEST_F(PythonModel, LrFindWritesTheSweepAndSuggestsALearningRateInsteadOfTraining) {
+  const auto result = trainpoint(" --set train.lr_find=true");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("lr_find: "), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("suggested train.lr "), std::string::npos) << result.output;
+  EXPECT_FALSE(read_lines(dir_ / "out/lr_find.jsonl").empty());
+  EXPECT_TRUE(fs::exists(dir_ / "out/lr_find.html"));
+  EXPECT_FALSE(fs::exists(dir_ / "out/model.pt"));
+  EXPECT_FALSE(fs::exists(dir_ / "out/run.json"));
+}
+
+TEST_F(PythonModel, Fp16WithoutCudaExitsWithAUsageError) {
+  const auto result = trainpoint(" --set train.precision=fp16");
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("train.precision = fp16 needs a CUDA device"), std::string::npos) << result.output;
+  EXPECT_FALSE(fs::exists(dir_ / "out/model.pt"));
 }
 
 TEST(Cli, VersionNamesTheLibraries) {

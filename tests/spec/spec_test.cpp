@@ -125,6 +125,19 @@ TEST(Spec, ValidFractionConflictsWithValidSource) {
   EXPECT_NE(conflict.find("data.valid conflicts with data.valid_source"), std::string::npos) << conflict;
 }
 
+TEST(Spec, NesterovNeedsSgdWithMomentum) {
+  const std::string document = std::string(kMinimal) + "[train]\nnesterov = true\n";
+  EXPECT_EQ(load_error(document), "train.toml:8:1: train.nesterov = true needs train.optimizer = \"sgd\" (default: "
+                                  "\"adamw\") and train.momentum > 0 (default: 0.9)");
+  EXPECT_NE(load_error(document, {"train.optimizer=sgd", "train.momentum=0"}).find("(--set: 0)"), std::string::npos);
+  EXPECT_TRUE(load_string(document, {"train.optimizer=sgd"}, "train.toml").spec.train.nesterov);
+}
+
+TEST(Spec, FreezeEpochsAreSomeOfTheEpochs) {
+  const std::string document = std::string(kMinimal) + "[train]\nepochs = 3\nfreeze_epochs = 4\n";
+  EXPECT_EQ(load_error(document), "train.toml:9:1: train.freeze_epochs (4) is more than train.epochs (train.toml:8:1: 3)");
+}
+
 TEST(Spec, ModelNeedsArchOrTorchscript) {
   EXPECT_NE(load_error("[data]\nsource = \"a\"\n").find("needs 'model.arch'"), std::string::npos);
 }

@@ -33,5 +33,19 @@ TEST(Schedule, CosineWarmsUpLinearlyThenDecaysToZero) {
   EXPECT_NEAR(learning_rate(options, 100), 0.0, 1e-12);
 }
 
+TEST(Schedule, StepDecaysByGammaEveryNEpochsLikeStepLR) {
+  // 10 steps per epoch, decay by 0.5 every 3 epochs: lr_epoch = 0.1 * 0.5^floor(epoch / 3).
+  ScheduleOptions options{"step", 0.1, 0.25, 100};
+  options.steps_per_epoch = 10;
+  options.step_every = 3;
+  options.step_gamma = 0.5;
+  EXPECT_DOUBLE_EQ(learning_rate(options, 0), 0.1);    // no warmup
+  EXPECT_DOUBLE_EQ(learning_rate(options, 29), 0.1);   // last step of epoch 2
+  EXPECT_DOUBLE_EQ(learning_rate(options, 30), 0.05);  // epoch 3
+  EXPECT_DOUBLE_EQ(learning_rate(options, 59), 0.05);
+  EXPECT_DOUBLE_EQ(learning_rate(options, 60), 0.025);
+  EXPECT_DOUBLE_EQ(learning_rate(options, 99), 0.0125);  // epoch 9
+}
+
 }  // namespace
 }  // namespace tp::train

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -32,6 +33,7 @@ data::Datasets blobs(std::int64_t n, std::uint64_t seed) {
   datasets.schema.input_shape = {8};
   datasets.schema.num_outputs = 3;
   datasets.schema.class_names = {"a", "b", "c"};
+  datasets.bad_files = std::make_shared<data::BadFiles>(10);
   return datasets;
 }
 
@@ -51,6 +53,23 @@ spec::Spec small_spec() {
   return spec;
 }
 
+// y = x . w + noise in 8 dimensions, for regression.
+data::Datasets line(std::int64_t n, std::uint64_t seed) {
+  torch::manual_seed(seed);
+  const auto inputs = torch::randn({n, 8});
+  const auto targets = inputs.matmul(torch::randn({8})) + 0.1 * torch::randn({n});
+  auto all = std::make_shared<data::TensorDataset>(inputs, targets);
+  const auto [train_idx, valid_idx] = data::split_indices(static_cast<std::size_t>(n), 0.25, seed);
+  data::Datasets datasets;
+  datasets.train = std::make_shared<data::SubsetDataset>(all, train_idx);
+  datasets.valid = std::make_shared<data::SubsetDataset>(all, valid_idx);
+  datasets.schema.input_shape = {8};
+  datasets.schema.num_outputs = 1;
+  datasets.schema.classification = false;
+  datasets.bad_files = std::make_shared<data::BadFiles>(10);
+  return datasets;
+}
+
 std::vector<nlohmann::json> read_metrics(const fs::path& file) {
   std::vector<nlohmann::json> lines;
   std::ifstream in(file);
@@ -61,6 +80,7 @@ std::vector<nlohmann::json> read_metrics(const fs::path& file) {
 TEST(Trainer, LossFallsToTargetAndOutputsAreWritten) {
   testing::TempDir dir;
   const auto data = blobs(600, 5);
+  data.bad_files->report("data/b/broken.png", "not a PNG file");
   const auto spec = small_spec();
   auto model = model::create(spec.model, data.schema, ".", 1);
   auto single = dist::single_process();
@@ -71,6 +91,16 @@ TEST(Trainer, LossFallsToTargetAndOutputsAreWritten) {
   const auto metrics = read_metrics(dir / "out/metrics.jsonl");
   ASSERT_EQ(metrics.size(), 4u);
   EXPECT_LT(metrics.back()["train_loss"].get<double>(), metrics.front()["train_loss"].get<double>());
+  EXPECT_DOUBLE_EQ(metrics.back()["error_rate"].get<double>(), 1.0 - metrics.back()["accuracy"].get<double>());
+  EXPECT_TRUE(metrics.back()["top_k_accuracy"].is_null()) << "3 classes: top-5 accuracy says nothing";
+  EXPECT_TRUE(metrics.back()["mae"].is_null());
+  // 450 training samples in batches of 32: 15 steps per epoch, each recorded.
+  const auto steps = read_metrics(dir / "out/steps.jsonl");
+  ASSERT_EQ(steps.size(), 60u);
+  EXPECT_EQ(steps.back()["step"], 60);
+  EXPECT_EQ(metrics.back()["step"], 60);
+  EXPECT_GT(steps.front()["train_loss"].get<double>(), steps.back()["train_loss"].get<double>());
+  EXPECT_TRUE(fs::exists(dir / "out/report.html"));
   EXPECT_TRUE(fs::exists(dir / "out/model.pt"));
   auto reloaded = torch::jit::load((dir / "out/model.pt").string());
   EXPECT_EQ(reloaded.forward({torch::randn({2, 8})}).toTensor().size(1), 3);
@@ -78,6 +108,8 @@ TEST(Trainer, LossFallsToTargetAndOutputsAreWritten) {
   const auto record = nlohmann::json::parse(record_file);
   EXPECT_EQ(record["source"]["commit"], "abc123");
   EXPECT_EQ(record["final"]["epoch"], 4);
+  EXPECT_EQ(record["final"]["error_rate"].get<double>(), metrics.back()["error_rate"].get<double>());
+  EXPECT_EQ(record["data"]["bad_files"], nlohmann::json::array({"data/b/broken.png"}));
   // keep = 2: only the two newest checkpoints remain.
   EXPECT_FALSE(fs::exists(checkpoint_path(dir / "out/checkpoints", {2})));
   EXPECT_TRUE(fs::exists(checkpoint_path(dir / "out/checkpoints", {3})));
@@ -134,7 +166,43 @@ TEST(Trainer, AccumulatingTwoHalfBatchesEqualsOneFullBatch) {
   std::ifstream csv(dir / "full/metrics.csv");
   std::string header;
   std::getline(csv, header);
-  EXPECT_EQ(header, "epoch,step,lr,train_loss,valid_loss,accuracy,seconds");
+  EXPECT_EQ(header, "epoch,step,lr,train_loss,valid_loss,accuracy,error_rate,top_k_accuracy,mae,mse,seconds");
+}
+
+TEST(Trainer, TopKAccuracyIsReportedWithMoreClassesThanK) {
+  testing::TempDir dir;
+  const auto data = blobs(300, 11);
+  auto spec = small_spec();
+  spec.train.epochs = 1;
+  spec.train.lr = 1e-4;  // barely trained, so that top-1 and top-2 differ
+  spec.train.top_k = 2;
+  auto single = dist::single_process();
+  auto model = model::create(spec.model, data.schema, ".", 1);
+  const auto result = fit(model, data, spec, *single, dir / "out", {});
+  EXPECT_GT(result.last.top_k_accuracy, result.last.valid_accuracy);
+  EXPECT_LE(result.last.top_k_accuracy, 1.0);
+  const auto metrics = read_metrics(dir / "out/metrics.jsonl");
+  EXPECT_DOUBLE_EQ(metrics.back()["top_k_accuracy"].get<double>(), result.last.top_k_accuracy);
+}
+
+TEST(Trainer, RegressionReportsMaeAndMse) {
+  testing::TempDir dir;
+  const auto data = line(400, 12);
+  auto spec = small_spec();
+  spec.train.epochs = 6;
+  auto single = dist::single_process();
+  auto model = model::create(spec.model, data.schema, ".", 1);
+  const auto result = fit(model, data, spec, *single, dir / "out", {});
+  EXPECT_DOUBLE_EQ(result.last.mse, result.last.valid_loss);
+  EXPECT_GT(result.last.mae, 0.0);
+  EXPECT_LE(result.last.mae * result.last.mae, result.last.mse + 1e-12) << "MAE^2 <= MSE";
+  const auto metrics = read_metrics(dir / "out/metrics.jsonl");
+  EXPECT_LT(metrics.back()["mae"].get<double>(), metrics.front()["mae"].get<double>());
+  EXPECT_TRUE(metrics.back()["accuracy"].is_null());
+  EXPECT_TRUE(metrics.back()["error_rate"].is_null());
+  std::ifstream record_file(dir / "out/run.json");
+  const auto record = nlohmann::json::parse(record_file);
+  EXPECT_DOUBLE_EQ(record["final"]["mae"].get<double>(), result.last.mae);
 }
 
 TEST(Trainer, ClippingBoundsTheStepAndLabelSmoothingRaisesTheLoss) {
@@ -168,6 +236,127 @@ TEST(Trainer, ClippingBoundsTheStepAndLabelSmoothingRaisesTheLoss) {
   auto smoothed = model::create(spec.model, data.schema, ".", 1);
   const auto smoothed_result = fit(smoothed, data, spec, *single, dir / "smoothed", {});
   EXPECT_NE(plain_result.last.train_loss, smoothed_result.last.train_loss);
+}
+
+std::map<std::string, torch::Tensor> snapshot(const torch::jit::Module& model) {
+  std::map<std::string, torch::Tensor> values;
+  for (const auto& p : model.named_parameters()) values[p.name] = p.value.detach().clone();
+  return values;
+}
+
+TEST(Trainer, NesterovMomentumTrainsDifferentlyFromPlainMomentum) {
+  testing::TempDir dir;
+  const auto data = blobs(300, 15);
+  auto spec = small_spec();
+  spec.train.optimizer = "sgd";
+  spec.train.lr = 0.05;
+  spec.train.epochs = 3;
+  auto single = dist::single_process();
+  auto plain = model::create(spec.model, data.schema, ".", 1);
+  fit(plain, data, spec, *single, dir / "plain", {});
+  spec.train.nesterov = true;
+  auto nesterov = model::create(spec.model, data.schema, ".", 1);
+  const auto result = fit(nesterov, data, spec, *single, dir / "nesterov", {});
+  EXPECT_GT(result.last.valid_accuracy, 0.9);
+  EXPECT_FALSE(torch::allclose(*plain.parameters().begin(), *nesterov.parameters().begin()));
+}
+
+TEST(Trainer, FineTuneTrainsOnlyTheHeadWhileFrozenThenEverythingAfterResume) {
+  testing::TempDir dir;
+  const auto data = blobs(300, 13);
+  auto spec = small_spec();
+  spec.train.freeze_epochs = 1;
+  spec.train.epochs = 1;
+  auto single = dist::single_process();
+  auto model = model::create(spec.model, data.schema, ".", 1);
+  const auto initial = snapshot(model);
+  fit(model, data, spec, *single, dir / "out", {});
+  const auto frozen = snapshot(model);
+  for (const auto& [name, value] : frozen) {
+    const bool head = name.rfind("head.", 0) == 0;
+    EXPECT_EQ(torch::equal(value, initial.at(name)), !head) << name << (head ? " must train" : " must stay frozen");
+  }
+
+  // A new process resumes after the frozen epoch: the rest trains everything.
+  spec.train.epochs = 3;
+  auto resumed = model::create(spec.model, data.schema, ".", 99);
+  const auto result = fit(resumed, data, spec, *single, dir / "out", {});
+  EXPECT_EQ(result.epochs_run, 2);
+  for (const auto& [name, value] : snapshot(resumed)) {
+    EXPECT_FALSE(torch::equal(value, frozen.at(name))) << name << " must train after the frozen epochs";
+  }
+  EXPECT_GT(result.last.valid_accuracy, 0.9);
+  // Each phase has its own one-cycle schedule: both start at lr/25 (225 samples / 32: 8 steps per epoch).
+  const auto steps = read_metrics(dir / "out/steps.jsonl");
+  ASSERT_EQ(steps.size(), 24u);
+  EXPECT_NEAR(steps[0]["lr"].get<double>(), 0.01 / 25, 1e-12);
+  EXPECT_NEAR(steps[8]["lr"].get<double>(), 0.01 / 25, 1e-12);
+  EXPECT_GT(steps[12]["lr"].get<double>(), 0.005);
+}
+
+TEST(Trainer, Bf16AutocastTrainsAndDiffersFromFp32) {
+  testing::TempDir dir;
+  const auto data = blobs(400, 14);
+  auto spec = small_spec();
+  spec.train.epochs = 3;
+  auto single = dist::single_process();
+  auto full = model::create(spec.model, data.schema, ".", 1);
+  fit(full, data, spec, *single, dir / "fp32", {});
+  spec.train.precision = "bf16";
+  auto half = model::create(spec.model, data.schema, ".", 1);
+  const auto result = fit(half, data, spec, *single, dir / "bf16", {});
+  const auto metrics = read_metrics(dir / "bf16/metrics.jsonl");
+  EXPECT_LT(metrics.back()["train_loss"].get<double>(), 0.5 * metrics.front()["train_loss"].get<double>());
+  EXPECT_GT(result.last.valid_accuracy, 0.9);
+  EXPECT_FALSE(torch::allclose(*full.parameters().begin(), *half.parameters().begin(), 1e-5, 1e-6))
+      << "bf16 rounding must show: autocast was not applied";
+  for (const auto& p : half.parameters()) EXPECT_EQ(p.scalar_type(), torch::kFloat) << "weights stay fp32";
+}
+
+TEST(Trainer, Fp16WithoutCudaIsAUsageError) {
+  testing::TempDir dir;
+  const auto data = blobs(100, 16);
+  auto spec = small_spec();
+  spec.train.precision = "fp16";
+  auto single = dist::single_process();
+  auto model = model::create(spec.model, data.schema, ".", 1);
+  try {
+    fit(model, data, spec, *single, dir / "out", {});
+    FAIL() << "expected a usage error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::usage);
+    EXPECT_NE(std::string(error.what()).find("train.precision = fp16 needs a CUDA device"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(Trainer, LrFindSweepsExponentiallyStopsWhenTheLossBlowsUpAndItsSuggestionTrains) {
+  testing::TempDir dir;
+  const auto data = blobs(2000, 17);  // 47 steps per epoch: the sweep spans epochs
+  auto spec = small_spec();
+  spec.train.optimizer = "sgd";
+  auto single = dist::single_process();
+  auto model = model::create(spec.model, data.schema, ".", 1);
+  const auto result = find_learning_rate(model, data, spec, *single, dir / "out");
+  ASSERT_GT(result.points.size(), 50u);
+  EXPECT_LT(result.points.size(), 100u) << "plain SGD diverges before lr 10";
+  EXPECT_DOUBLE_EQ(result.points[0].lr, 1e-7);
+  const double growth = std::pow(1e8, 1.0 / 99);
+  for (std::size_t i = 1; i < result.points.size(); ++i) {
+    EXPECT_NEAR(result.points[i].lr / result.points[i - 1].lr, growth, 1e-9);
+  }
+  EXPECT_GT(result.points.back().smoothed_loss, 4 * result.points[result.points.size() / 2].smoothed_loss);
+  EXPECT_GT(result.suggested_lr, 1e-4);
+  EXPECT_LT(result.suggested_lr, 1.0);
+  EXPECT_LT(result.steepest_lr, result.points.back().lr);
+  EXPECT_EQ(read_metrics(dir / "out/lr_find.jsonl").size(), result.points.size());
+  EXPECT_TRUE(fs::exists(dir / "out/lr_find.html"));
+  EXPECT_FALSE(fs::exists(dir / "out/model.pt"));
+
+  spec.train.lr = result.suggested_lr;
+  spec.train.epochs = 2;
+  auto trained = model::create(spec.model, data.schema, ".", 1);
+  EXPECT_GT(fit(trained, data, spec, *single, dir / "trained", {}).last.valid_accuracy, 0.9);
 }
 
 TEST(Trainer, CorruptedNewestCheckpointIsSkipped) {

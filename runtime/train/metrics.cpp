@@ -1,0 +1,142 @@
+#include "train/metrics.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "common/files.h"
+
+namespace tp::train {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kCsvHeader =
+    "epoch,step,lr,train_loss,valid_loss,accuracy,error_rate,top_k_accuracy,mae,mse,seconds\n";
+
+json number(double value) {
+  return std::isnan(value) ? json(nullptr) : json(value);
+}
+double number_of(const json& value) {
+  return value.is_number() ? value.get<double>() : std::numeric_limits<double>::quiet_NaN();
+}
+std::string cell(double value) {
+  return std::isnan(value) ? std::string() : fmt::format("{}", value);
+}
+
+std::string json_line(const EpochMetrics& m) {
+  return json{{"epoch", m.epoch},
+              {"step", m.step},
+              {"lr", m.lr},
+              {"train_loss", number(m.train_loss)},
+              {"valid_loss", number(m.valid_loss)},
+              {"accuracy", number(m.valid_accuracy)},
+              {"error_rate", number(m.error_rate)},
+              {"top_k_accuracy", number(m.top_k_accuracy)},
+              {"mae", number(m.mae)},
+              {"mse", number(m.mse)},
+              {"seconds", m.seconds}}
+             .dump() +
+         "\n";
+}
+
+std::string csv_line(const EpochMetrics& m) {
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", m.epoch, m.step, m.lr, cell(m.train_loss),
+                     cell(m.valid_loss), cell(m.valid_accuracy), cell(m.error_rate), cell(m.top_k_accuracy),
+                     cell(m.mae), cell(m.mse), m.seconds);
+}
+
+std::string json_line(const StepRecord& s) {
+  return json{{"step", s.step}, {"lr", s.lr}, {"train_loss", number(s.train_loss)}}.dump() + "\n";
+}
+
+// The JSON lines of `file`; a line that does not parse (the last one of a killed run) ends the list.
+std::vector<json> read_lines(const fs::path& file) {
+  std::vector<json> lines;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    json parsed = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded() || !parsed.is_object()) break;
+    lines.push_back(std::move(parsed));
+  }
+  return lines;
+}
+
+}  // namespace
+
+std::string describe_validation(const EpochMetrics& m, std::int64_t top_k) {
+  std::string text;
+  auto add = [&](const std::string& name, double value) {
+    if (!std::isnan(value)) text += fmt::format("{}{} {:.4f}", text.empty() ? "" : " ", name, value);
+  };
+  add("valid_loss", m.valid_loss);
+  add("accuracy", m.valid_accuracy);
+  add("error_rate", m.error_rate);
+  add(fmt::format("top_{}_accuracy", top_k), m.top_k_accuracy);
+  add("mae", m.mae);
+  add("mse", m.mse);
+  return text;
+}
+
+MetricsLog::MetricsLog(const fs::path& output_dir, std::int64_t epochs_done, std::int64_t steps_done)
+    : directory_(output_dir) {
+  std::string steps_text;
+  for (const json& line : read_lines(output_dir / "steps.jsonl")) {
+    StepRecord s{line.value("step", std::int64_t{0}), number_of(line.value("lr", json())),
+                 number_of(line.value("train_loss", json()))};
+    if (s.step < 1 || s.step > steps_done) continue;
+    steps_.push_back(s);
+    steps_text += json_line(s);
+  }
+  std::string json_text;
+  std::string csv_text = kCsvHeader;
+  for (const json& line : read_lines(output_dir / "metrics.jsonl")) {
+    EpochMetrics m;
+    m.epoch = line.value("epoch", std::int64_t{0});
+    if (m.epoch < 1 || m.epoch > epochs_done) continue;
+    m.step = line.value("step", std::int64_t{0});
+    m.lr = number_of(line.value("lr", json()));
+    m.train_loss = number_of(line.value("train_loss", json()));
+    m.valid_loss = number_of(line.value("valid_loss", json()));
+    m.valid_accuracy = number_of(line.value("accuracy", json()));
+    m.error_rate = number_of(line.value("error_rate", json()));
+    m.top_k_accuracy = number_of(line.value("top_k_accuracy", json()));
+    m.mae = number_of(line.value("mae", json()));
+    m.mse = number_of(line.value("mse", json()));
+    m.seconds = number_of(line.value("seconds", json()));
+    epochs_.push_back(m);
+    json_text += json_line(m);
+    csv_text += csv_line(m);
+  }
+  write_file_atomic(output_dir / "steps.jsonl", steps_text);
+  write_file_atomic(output_dir / "metrics.jsonl", json_text);
+  write_file_atomic(output_dir / "metrics.csv", csv_text);
+  steps_file_.open(output_dir / "steps.jsonl", std::ios::app);
+  json_.open(output_dir / "metrics.jsonl", std::ios::app);
+  csv_.open(output_dir / "metrics.csv", std::ios::app);
+  if (!steps_file_ || !json_ || !csv_)
+    fail(ExitCode::output, "cannot write metrics in {}", output_dir.string());
+}
+
+void MetricsLog::write_step(const StepRecord& record) {
+  steps_.push_back(record);
+  steps_file_ << json_line(record);
+}
+
+void MetricsLog::write_epoch(const EpochMetrics& metrics) {
+  epochs_.push_back(metrics);
+  json_ << json_line(metrics);
+  csv_ << csv_line(metrics);
+  for (std::ofstream* file : {&steps_file_, &json_, &csv_}) {
+    file->flush();
+    if (!*file)
+      fail(ExitCode::output, "cannot write the metrics in {}: writing failed (disk full?)",
+           directory_.string());
+  }
+}
+
+}  // namespace tp::train

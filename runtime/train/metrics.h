@@ -1,0 +1,68 @@
+// What a run measures and where it is written: one record per optimizer step (steps.jsonl) and one
+// per epoch (metrics.jsonl and metrics.csv). Torch-free, so the report can be built and tested alone.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace tp::train {
+
+// Validation metrics are NaN when they do not apply: no validation data, or a metric of the other
+// task (accuracy for regression, MAE for classification), or top-k with k or fewer classes.
+struct EpochMetrics {
+  std::int64_t epoch = 0;  // 1-based
+  std::int64_t step = 0;   // optimizer steps taken by the end of the epoch
+  double lr = 0;
+  double train_loss = 0;
+  double valid_loss = 0;
+  double valid_accuracy = 0;  // classification; multi-label: the mean of the per-label decisions
+  double error_rate = 0;      // 1 - valid_accuracy
+  double top_k_accuracy = 0;  // single-label classification with more than train.top_k classes
+  double mae = 0;             // regression: mean absolute error
+  double mse = 0;             // regression: mean squared error
+  double seconds = 0;
+};
+
+// One optimizer step: its number (1-based), learning rate and the mean loss of its batches on rank 0.
+struct StepRecord {
+  std::int64_t step = 0;
+  double lr = 0;
+  double train_loss = 0;
+};
+
+// One step of the learning-rate range test.
+struct LrFindPoint {
+  std::int64_t step = 0;  // 1-based
+  double lr = 0;
+  double loss = 0;           // the step's loss, averaged over ranks
+  double smoothed_loss = 0;  // debiased exponential moving average
+};
+
+// The validation metrics that apply, as "valid_loss 0.1234 accuracy 0.9000 ..." for the epoch log line.
+std::string describe_validation(const EpochMetrics& metrics, std::int64_t top_k);
+
+// The records of a run in its output directory. Opening keeps only the records up to where training
+// resumes (all of them are rewritten), so a run resumed from an older checkpoint has no duplicates
+// and a fresh run starts with empty files.
+class MetricsLog {
+ public:
+  MetricsLog(const std::filesystem::path& output_dir, std::int64_t epochs_done, std::int64_t steps_done);
+  void write_step(const StepRecord& record);
+  // Appends the epoch and flushes every file, so they can be read while training runs.
+  void write_epoch(const EpochMetrics& metrics);
+  const std::vector<StepRecord>& steps() const { return steps_; }
+  const std::vector<EpochMetrics>& epochs() const { return epochs_; }
+
+ private:
+  std::filesystem::path directory_;
+  std::ofstream steps_file_;
+  std::ofstream json_;
+  std::ofstream csv_;
+  std::vector<StepRecord> steps_;
+  std::vector<EpochMetrics> epochs_;
+};
+
+}  // namespace tp::train
