@@ -11,11 +11,15 @@ matching a rule with times left gets fault F instead of (or on top of) the upstr
   stall      status, headers and half the body, then silence
   corrupt    the whole body with one byte flipped
   bad_checksum  the upstream answer plus a wrong x-amz-checksum-crc32 header
-"times": -1 means every time. Each request is logged as "METHOD PATH RANGE FAULT".
+"times": -1 means every time. An optional "probability" (0..1) applies the rule to only that share of
+the matching requests (random, seeded by FAULT_PROXY_SEED when set): scripts/fault-suite's 30% fault rate.
+Each request is logged as "METHOD PATH RANGE FAULT".
 """
 import http.client
 import http.server
 import json
+import os
+import random
 import socket
 import struct
 import sys
@@ -27,12 +31,15 @@ with open(sys.argv[3]) as rules_file:
     rules = json.load(rules_file)
 log_path = sys.argv[4]
 lock = threading.Lock()
+chance = random.Random(os.environ.get("FAULT_PROXY_SEED"))
 
 
 def take_fault(method, path):
     with lock:
         for rule in rules:
             if rule.get("method", method) == method and rule.get("path_contains", "") in path and rule["times"] != 0:
+                if "probability" in rule and chance.random() >= rule["probability"]:
+                    continue
                 rule["times"] -= 1
                 return rule["fault"]
     return None
