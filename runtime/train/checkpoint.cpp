@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <sstream>
 #include <vector>
 
 #include "common/error.h"
@@ -78,15 +79,19 @@ void save_checkpoint(const fs::path& file, const torch::jit::Module& model, cons
   optimizer.save(optimizer_archive);
   archive.write("optimizer", optimizer_archive);
 
+  // Serialized in memory first: LibTorch's file writer aborts the process when the disk fills (its
+  // destructor throws), while write_file_atomic reports it and removes its temporary file.
+  std::ostringstream bytes;
+  archive.save_to(bytes);
   fs::create_directories(file.parent_path());
-  const fs::path temporary = temporary_sibling(file);
   try {
-    archive.save_to(temporary.string());
-  } catch (const c10::Error& error) {
-    fs::remove(temporary);
-    fail(ExitCode::storage, "cannot write checkpoint {}: {}", file.string(), error.what_without_backtrace());
+    write_file_atomic(file, bytes.str());
+  } catch (const Error& error) {
+    const auto previous = list_checkpoints(file.parent_path());
+    fail(error.code(), "checkpoint not saved: {}; {}", error.what(),
+         previous.empty() ? std::string("no earlier checkpoint exists")
+                          : fmt::format("the previous checkpoint {} is intact", previous.front().string()));
   }
-  commit_file(temporary, file);
 }
 
 std::optional<TrainingPosition> load_latest_checkpoint(const fs::path& directory, torch::jit::Module& model,

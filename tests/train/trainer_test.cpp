@@ -4,6 +4,9 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <sys/resource.h>
+
+#include <csignal>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -372,6 +375,49 @@ TEST(Trainer, CorruptedNewestCheckpointIsSkipped) {
   spec.train.epochs = 3;
   const auto result = fit(fresh, data, spec, *single, dir / "out", {});
   EXPECT_EQ(result.epochs_run, 2) << "resumed after epoch 1, the newest valid checkpoint";
+}
+
+// A checkpoint that cannot be written (here: past a file-size limit, EFBIG; the fault suite fills a real
+// disk) is an error naming the intact previous checkpoint, not an abort, and leaves no temporary file.
+TEST(Trainer, ACheckpointThatCannotBeWrittenFailsClearlyAndKeepsThePreviousOne) {
+  testing::TempDir dir;
+  const auto data = blobs(200, 7);
+  auto spec = small_spec();
+  spec.train.epochs = 1;
+  auto single = dist::single_process();
+  auto model = model::create(spec.model, data.schema, ".", 1);
+  fit(model, data, spec, *single, dir / "out", {});
+  const fs::path checkpoints = dir / "out/checkpoints";
+  const fs::path previous = checkpoint_path(checkpoints, {1});
+  ASSERT_TRUE(fs::exists(previous));
+  std::vector<torch::Tensor> parameters;
+  for (const auto& parameter : model.parameters()) parameters.push_back(parameter);
+  const torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(0.1));
+
+  rlimit old_limit{};
+  getrlimit(RLIMIT_FSIZE, &old_limit);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old_limit;
+  small.rlim_cur = 1024;
+  setrlimit(RLIMIT_FSIZE, &small);
+  std::string message;
+  ExitCode code = ExitCode::ok;
+  try {
+    save_checkpoint(checkpoint_path(checkpoints, {2}), model, optimizer, {2, 0, 10});
+  } catch (const Error& error) {
+    message = error.what();
+    code = error.code();
+  }
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+
+  EXPECT_EQ(code, ExitCode::output) << message;
+  EXPECT_NE(message.find("checkpoint not saved"), std::string::npos) << message;
+  EXPECT_NE(message.find("the previous checkpoint " + previous.string() + " is intact"), std::string::npos)
+      << message;
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(checkpoints)) left.push_back(entry.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{previous.filename().string()}) << "no temporary file stays";
 }
 
 TEST(Trainer, DivergingRunFailsClearlyAndLeavesNoFinalOutputs) {
