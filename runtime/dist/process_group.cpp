@@ -2,6 +2,11 @@
 // rendezvous store so that a failed collective can name the ranks that were lost.
 #include <torch/torch.h>
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -118,6 +123,40 @@ class Heartbeat {
   std::thread thread_;
 };
 
+// The local address from which this host reaches `host`: the one a UDP socket connected there would
+// use (connecting a UDP socket sends nothing). Empty when `host` does not resolve.
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || found == nullptr) return "";
+  std::string address;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in local{};
+  socklen_t length = sizeof local;
+  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
+    char text[INET_ADDRSTRLEN] = {};
+    if (inet_ntop(AF_INET, &local.sin_addr, text, sizeof text) != nullptr) address = text;
+  }
+  if (fd >= 0) ::close(fd);
+  freeaddrinfo(found);
+  return address;
+}
+
+// Where Gloo listens and connects from: GLOO_SOCKET_IFNAME when set (as in PyTorch); else the address
+// this host reaches the master from. Gloo's default, the address the host name resolves to, is
+// 127.0.0.1 in many containers and strands the rank on loopback when the other ranks are elsewhere.
+std::shared_ptr<::gloo::transport::Device> gloo_device(const ProcessGroupOptions& options) {
+  if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME"); interface != nullptr && *interface != '\0') {
+    return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
+  }
+  const std::string local = local_address_towards(options.master_addr, options.master_port);
+  if (!local.empty()) return c10d::ProcessGroupGloo::createDeviceForHostname(local);
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
 c10::intrusive_ptr<compat::BackendBase> make_backend(const ProcessGroupOptions& options,
                                                      const c10::intrusive_ptr<c10d::Store>& store) {
   const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout);
@@ -131,9 +170,7 @@ c10::intrusive_ptr<compat::BackendBase> make_backend(const ProcessGroupOptions& 
 #endif
   }
   auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
-  const bool loopback = options.master_addr == "127.0.0.1" || options.master_addr == "localhost";
-  gloo_options->devices.push_back(loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                           : c10d::ProcessGroupGloo::createDefaultDevice());
+  gloo_options->devices.push_back(gloo_device(options));
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, options.rank, options.world_size, gloo_options);
 }
 
@@ -161,6 +198,9 @@ class ProcessGroupCommunicator final : public Communicator {
     } catch (const c10::Error& error) {
       fail(ExitCode::peer_lost, "rank {}: forming the {} process group of {} ranks failed: {}", options.rank,
            options.backend, options.world_size, error.what_without_backtrace());
+    } catch (const std::exception& error) {  // Gloo's own exceptions, such as a refused connection
+      fail(ExitCode::peer_lost, "rank {}: forming the {} process group of {} ranks failed: {}", options.rank,
+           options.backend, options.world_size, error.what());
     }
   }
   ~ProcessGroupCommunicator() override {
