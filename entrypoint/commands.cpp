@@ -240,6 +240,8 @@ int run(const cli::Options& options) {
                                                               topology.nproc_per_node));
     dist::ProcessGroupOptions group{choose_backend(spec.dist), rank, world_size, topology.master_addr,
                                     topology.master_port, std::chrono::seconds(spec.dist.timeout_s), local_rank};
+    group.heartbeat = std::chrono::seconds(spec.dist.heartbeat_s);
+    group.stall = std::chrono::seconds(spec.dist.stall_s);
     spdlog::info("joining {} ranks through {}:{} ({})", world_size, group.master_addr, group.master_port,
                  group.backend);
     communicator = dist::connect(group);

@@ -68,6 +68,12 @@ double correct_in(const torch::Tensor& output, const torch::Tensor& target, cons
   return output.argmax(1).eq(target).sum().item<double>();
 }
 
+// The next batch, with the phase published while it loads.
+std::optional<data::Batch> next_batch(data::Loader& loader, dist::Communicator& communicator, std::int64_t step) {
+  communicator.set_progress(step, dist::Phase::data);
+  return loader.next();
+}
+
 struct Totals {
   double loss_sum = 0;
   double correct = 0;
@@ -286,7 +292,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
     Totals train_totals;
     double lr = peak_lr;
     try {
-      while (auto batch = loader.next()) {
+      while (auto batch = next_batch(loader, communicator, position.step)) {
         // With accumulation, gradients are summed locally over `accumulate` batches and averaged
         // across ranks only on the last one (DDP's no_sync).
         const std::int64_t micro = (static_cast<std::int64_t>(loader.position()) - 1) % accumulate;
@@ -296,6 +302,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
           set_learning_rate(*optimizer, lr);
           optimizer->zero_grad();
         }
+        communicator.set_progress(position.step, dist::Phase::forward);
         const torch::Tensor output = model.forward({batch->inputs}).toTensor();
         const torch::Tensor loss = loss_of(output, batch->targets, data.schema, spec.train.label_smoothing);
         const double loss_value = loss.item<double>();
@@ -304,6 +311,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
                epoch + 1, position.step, lr);
         }
         if (synchronizer) synchronizer->set_enabled(stepping);
+        communicator.set_progress(position.step, dist::Phase::backward);
         (accumulate > 1 ? loss / static_cast<double>(accumulate) : loss).backward();
         const double n = static_cast<double>(batch->targets.size(0));
         train_totals.loss_sum += loss_value * n;
@@ -321,6 +329,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
         if (stop_agreed(communicator)) {
           position.batches_done = static_cast<std::int64_t>(loader.position());
           const fs::path saved = checkpoint_path(checkpoints, position);
+          communicator.set_progress(position.step, dist::Phase::checkpoint);
           if (writer) save_checkpoint(saved, model, *optimizer, position);
           communicator.barrier();
           fail(ExitCode::interrupted, "stopped by a signal at epoch {} batch {} (step {}); checkpoint {} saved: a "
@@ -342,6 +351,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
     m.train_loss = train.count > 0 ? train.loss_sum / train.count : std::nan("");
     m.valid_loss = m.valid_accuracy = std::nan("");
     if (data.valid && data.valid->size() > 0) {
+      communicator.set_progress(position.step, dist::Phase::validate);
       const Totals valid = validate(model, data, spec, communicator);
       m.valid_loss = valid.loss_sum / valid.count;
       if (data.schema.classification) m.valid_accuracy = valid.correct / valid.count;
@@ -354,6 +364,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
       const bool due = spec.checkpoint.every_epochs > 0 && (m.epoch % spec.checkpoint.every_epochs == 0 ||
                                                              m.epoch == spec.train.epochs);
       if (due) {
+        communicator.set_progress(position.step, dist::Phase::checkpoint);
         save_checkpoint(checkpoint_path(checkpoints, position), model, *optimizer, position);
         prune_checkpoints(checkpoints, spec.checkpoint.keep);
       }
