@@ -107,7 +107,7 @@ TEST(Distributed, KilledMasterIsNamed) {
 // ranks 0 and 2 report it by rank, step and phase within dist.stall_s, then their all-reduce times out
 // after dist.timeout_s and they exit 202 naming it. After SIGCONT rank 1 finds its peers gone and
 // exits too: nothing is left running.
-TEST(Heartbeat, StoppedRankIsReportedByStepAndPhaseAndThePeersExitRetryable) {
+TEST(Distributed, StoppedRankIsReportedByStepAndPhaseAndThePeersExitRetryable) {
   testing::TempDir dir;
   std::string csv = "x1,x2,y\n";
   for (int i = 0; i < 3000; ++i) csv += std::to_string(i % 17) + "," + std::to_string(i % 5) + "," + std::to_string(i % 7) + "\n";

@@ -158,10 +158,9 @@ TEST_F(Preflight, MasterThatDoesNotListenIsPeerLost) {
 
 TEST_F(Preflight, MasterThatListensAnswers) {
   const int port = testing::free_port();
-  testing::BackgroundProcess listener("exec python3 -c " +
-                                          shell_quote("import socket,time\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,"
-                                                      "socket.SO_REUSEADDR,1)\ns.bind(('127.0.0.1'," +
-                                                      std::to_string(port) + "))\ns.listen(8)\ntime.sleep(600)"),
+  testing::BackgroundProcess listener("python3 -c " +
+                                          shell_quote("import socket, time; s = socket.socket(); s.bind(('127.0.0.1', " +
+                                                      std::to_string(port) + ")); s.listen(8); time.sleep(600)"),
                                       dir_ / "listener.log");
   testing::wait_for_port(port);
   const auto result = trainpoint("preflight", file_url(), "main", "",
