@@ -102,34 +102,29 @@ class Heartbeat {
     phase_since_ = Clock::now();
   }
 
-  // The ranks to blame for a failed collective: those that stalled, and those whose heartbeat has
-  // stopped. Unless a heartbeat is already overdue, waits two beats first, so that a rank that has just
-  // died is seen to have stopped beating.
+  // The ranks to blame for a failed collective: those whose heartbeat has stopped, and those that
+  // stalled. Unless a heartbeat is already overdue, waits up to three beats for one to be, so that a
+  // rank that has just died is seen to have stopped beating.
   std::string describe_lost_ranks() {
     std::unique_lock<std::mutex> lock(mutex_);
-    std::vector<int> lost;
-    if (!store_error_ && !any_silent(Clock::now())) {
-      std::vector<std::int64_t> before;
-      for (const Seen& seen : ranks_) before.push_back(seen.beat);
-      observed_.wait_for(lock, options_.heartbeat * 2 + std::chrono::seconds(1),
-                         [this] { return store_error_ || stopping_; });
-      for (int r = 0; r < options_.world_size; ++r) {
-        if (r != options_.rank && ranks_[static_cast<std::size_t>(r)].beat == before[static_cast<std::size_t>(r)]) {
-          lost.push_back(r);
-        }
-      }
-    }
+    // One fresh round first: this rank's view may be old if the process itself was paused.
+    const std::int64_t fresh = rounds_ + 1;
+    observed_.wait_for(lock, options_.heartbeat + kStoreTimeout + std::chrono::seconds(1),
+                       [&] { return rounds_ >= fresh || stopping_; });
+    observed_.wait_for(lock, options_.heartbeat * 3 + std::chrono::seconds(2),
+                       [this] { return store_error_ || stopping_ || any_silent(Clock::now()); });
     if (store_error_) return "lost rank 0 (the master: its rendezvous store no longer answers)";
     const auto now = Clock::now();
-    for (int r = 0; r < options_.world_size; ++r) {
-      if (r != options_.rank && silent(ranks_[static_cast<std::size_t>(r)], now)) lost.push_back(r);
-    }
     std::vector<std::string> blamed;
     for (int r = 0; r < options_.world_size; ++r) {
-      if (std::find(lost.begin(), lost.end(), r) != lost.end()) blamed.push_back("lost " + describe(r, now, true));
+      if (r != options_.rank && silent(ranks_[static_cast<std::size_t>(r)], now)) {
+        blamed.push_back("lost " + describe(r, now));
+      }
     }
     for (int r : culprits(now)) {
-      if (std::find(lost.begin(), lost.end(), r) == lost.end()) blamed.push_back("stalled " + describe(r, now, false));
+      if (r == options_.rank || !silent(ranks_[static_cast<std::size_t>(r)], now)) {
+        blamed.push_back("stalled " + describe(r, now));
+      }
     }
     if (blamed.empty()) return "every rank is still sending heartbeats";
     return fmt::format("{}", fmt::join(blamed, "; "));
@@ -186,12 +181,12 @@ class Heartbeat {
   }
 
   // "rank 1 at step 14, phase backward: not advanced for 12.0s, no heartbeat for 11.5s (...)".
-  std::string describe(int r, Clock::time_point now, bool lost) const {
+  std::string describe(int r, Clock::time_point now) const {
     const Seen& seen = ranks_[static_cast<std::size_t>(r)];
     if (!seen.published) return fmt::format("rank {} (no heartbeat at all for {:.1f}s)", r, seconds(silence(seen, now)));
     std::string text = fmt::format("rank {} at step {}, phase {}: not advanced for {:.1f}s", r, seen.step, seen.phase,
                                    seconds(not_advanced(seen, now)));
-    if (lost || (r != options_.rank && silent(seen, now))) {
+    if (r != options_.rank && silent(seen, now)) {
       text += fmt::format(", no heartbeat for {:.1f}s (stopped, hung or dead)", seconds(silence(seen, now)));
     }
     return text;
@@ -247,7 +242,7 @@ class Heartbeat {
       Seen& seen = ranks_[static_cast<std::size_t>(r)];
       const bool stalled = std::find(blamed.begin(), blamed.end(), r) != blamed.end();
       if (stalled && !seen.reported) {
-        spdlog::warn("stalled: {} (dist.stall_s = {})", describe(r, now, false), options_.stall.count());
+        spdlog::warn("stalled: {} (dist.stall_s = {})", describe(r, now), options_.stall.count());
       } else if (!stalled && seen.reported && not_advanced(seen, now) < options_.stall) {
         spdlog::info("rank {} advanced again: step {}, phase {}", r, seen.step, seen.phase);
       } else {
@@ -257,9 +252,25 @@ class Heartbeat {
     }
   }
 
+  // When this process itself was stopped or starved, the other ranks' records only look old: they get a
+  // fresh start instead of being taken for lost.
+  void forgive_own_pause(Clock::time_point now, Clock::time_point previous_round) {
+    const auto gap = now - previous_round;
+    if (gap <= options_.heartbeat * 2 + std::chrono::seconds(1)) return;
+    spdlog::warn("heartbeat: this rank was paused for {:.1f}s (stopped, or starved of CPU); the other ranks may "
+                 "have reported it as stalled", seconds(gap));
+    for (int r = 0; r < options_.world_size; ++r) {
+      Seen& seen = ranks_[static_cast<std::size_t>(r)];
+      if (r != options_.rank && seen.published) seen.changed = now;
+    }
+  }
+
   void run() {
     std::unique_lock<std::mutex> lock(mutex_);
+    auto previous_round = Clock::now();
     for (std::int64_t beat = 0; !stopping_; ++beat) {
+      forgive_own_pause(Clock::now(), previous_round);
+      previous_round = Clock::now();
       lock.unlock();
       const std::string record = own_record(beat);
       std::vector<std::pair<int, std::string>> records;
