@@ -69,8 +69,8 @@ class Heartbeat {
   explicit Heartbeat(const ProcessGroupOptions& options)
       : options_(options),
         store_(connect_store(options, false, kStoreTimeout)),
-        started_(Clock::now()),
-        phase_since_(started_),
+        watching_since_(Clock::now()),
+        phase_since_(watching_since_),
         ranks_(static_cast<std::size_t>(options.world_size)) {
     thread_ = std::thread([this] { run(); });
   }
@@ -113,8 +113,8 @@ class Heartbeat {
                        [&] { return rounds_ >= fresh || stopping_; });
     observed_.wait_for(lock, options_.heartbeat * 3 + std::chrono::seconds(2),
                        [this] { return store_error_ || stopping_ || any_silent(Clock::now()); });
-    if (store_error_) return "lost rank 0 (the master: its rendezvous store no longer answers)";
-    const auto now = Clock::now();
+    // Once the store is gone nothing more is learnt: judge the ranks as they were when it went.
+    const auto now = store_error_ ? store_failed_at_ : Clock::now();
     std::vector<std::string> blamed;
     for (int r = 0; r < options_.world_size; ++r) {
       if (r != options_.rank && silent(ranks_[static_cast<std::size_t>(r)], now)) {
@@ -126,8 +126,9 @@ class Heartbeat {
         blamed.push_back("stalled " + describe(r, now));
       }
     }
-    if (blamed.empty()) return "every rank is still sending heartbeats";
-    return fmt::format("{}", fmt::join(blamed, "; "));
+    const std::string master_gone = "lost rank 0 (the master: its rendezvous store no longer answers)";
+    if (blamed.empty()) return store_error_ ? master_gone : "every rank is still sending heartbeats";
+    return fmt::format("{}{}", fmt::join(blamed, "; "), store_error_ ? "; then " + master_gone : "");
   }
 
  private:
@@ -148,7 +149,7 @@ class Heartbeat {
   static double seconds(Clock::duration duration) { return std::chrono::duration<double>(duration).count(); }
 
   Clock::duration silence(const Seen& seen, Clock::time_point now) const {
-    return now - (seen.published ? seen.changed : started_);
+    return now - (seen.published ? seen.changed : watching_since_);
   }
   // A heartbeat two beats late (and a second of slack): the process is stopped, hung or dead.
   bool silent(const Seen& seen, Clock::time_point now) const {
@@ -259,6 +260,7 @@ class Heartbeat {
     if (gap <= options_.heartbeat * 2 + std::chrono::seconds(1)) return;
     spdlog::warn("heartbeat: this rank was paused for {:.1f}s (stopped, or starved of CPU); the other ranks may "
                  "have reported it as stalled", seconds(gap));
+    watching_since_ = now;
     for (int r = 0; r < options_.world_size; ++r) {
       Seen& seen = ranks_[static_cast<std::size_t>(r)];
       if (r != options_.rank && seen.published) seen.changed = now;
@@ -288,6 +290,7 @@ class Heartbeat {
         spdlog::warn("heartbeat: the rendezvous store at {}:{} (rank 0) does not answer: {}", options_.master_addr,
                      options_.master_port, first_line);
       }
+      if (error && !store_error_) store_failed_at_ = Clock::now();
       store_error_ = error.has_value();
       if (!error) {
         const auto now = Clock::now();
@@ -302,8 +305,8 @@ class Heartbeat {
 
   ProcessGroupOptions options_;
   c10::intrusive_ptr<c10d::TCPStore> store_;  // used by the heartbeat thread only
-  const Clock::time_point started_;
   std::mutex mutex_;  // guards everything below
+  Clock::time_point watching_since_;  // start, or the end of a pause of this process
   std::condition_variable wake_;
   std::condition_variable observed_;
   bool stopping_ = false;
@@ -314,6 +317,7 @@ class Heartbeat {
   std::vector<Seen> ranks_;
   std::int64_t rounds_ = 0;
   bool store_error_ = false;
+  Clock::time_point store_failed_at_;
   std::thread thread_;
 };
 

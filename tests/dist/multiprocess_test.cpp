@@ -143,8 +143,9 @@ stall_s = 3
               std::to_string(rank) + "=$!\n";
   }
   script +=
-      "for i in $(seq 1200); do grep -q 'training ' " + log + "0.log && break; sleep 0.1; done\n"
-      "sleep 2\n"
+      // Two epochs done: every rank is well into the training loop and has published steps.
+      "for i in $(seq 1200); do grep -q 'epoch 2/100000:' " + log + "0.log && break; sleep 0.1; done\n"
+      "sleep 1.5\n"
       // Only what the survivors log after the stop counts.
       "from0=$(( $(stat -c %s " + log + "0.log) + 1 )); from2=$(( $(stat -c %s " + log + "2.log) + 1 ))\n"
       "kill -STOP $pid1; stopped=$(date +%s%N)\n"
