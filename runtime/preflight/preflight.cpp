@@ -163,7 +163,8 @@ std::string check_master(const dist::Topology& topology, std::chrono::seconds ti
   const std::string where = fmt::format("{}:{}", topology.master_addr, topology.master_port);
   std::string last_cause;
   auto next_log = started + std::chrono::seconds(10);
-  for (auto delay = std::chrono::milliseconds(100);; delay = std::min(delay * 2, std::chrono::milliseconds(2000))) {
+  for (Clock::duration delay = std::chrono::milliseconds(100);;
+       delay = std::min<Clock::duration>(delay * 2, std::chrono::seconds(2))) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -188,12 +189,13 @@ std::string check_master(const dist::Topology& topology, std::chrono::seconds ti
                            std::chrono::duration<double>(Clock::now() - started).count());
       }
     }
-    if (Clock::now() + delay >= deadline) break;
-    if (Clock::now() >= next_log) {
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    if (now >= next_log) {
       spdlog::info("preflight: waiting for the master {}: {}", where, last_cause);
-      next_log = Clock::now() + std::chrono::seconds(10);
+      next_log = now + std::chrono::seconds(10);
     }
-    std::this_thread::sleep_for(delay);
+    std::this_thread::sleep_for(std::min(delay, deadline - now));  // the last try is at the deadline
   }
   fail(ExitCode::peer_lost, "the master {} did not answer within dist.timeout_s = {}s: {}; check MASTER_ADDR and "
        "MASTER_PORT (or PET_MASTER_*) and that the master pod is running", where, timeout.count(), last_cause);
