@@ -16,6 +16,7 @@ const char* kUsage = R"(trainpoint: distributed PyTorch-style training from a gi
 
 Commands:
   run        clone --repo at --ref, read --spec from it, stage the data and train
+  preflight  check what run needs (ref, spec, data, output, GPUs, master, disk) and print a table
   check      validate a spec and print it resolved, with where each value came from
   version    print trainpoint's version and the libraries it was built with
   spec-reference  print the reference of every spec setting (docs/spec.md)
@@ -34,13 +35,14 @@ std::string from_env(const char* name) {
 
 Command command_named(const std::string& name) {
   if (name == "run") return Command::run;
+  if (name == "preflight") return Command::preflight;
   if (name == "check") return Command::check;
   if (name == "version") return Command::version;
   if (name == "spec-reference") return Command::spec_reference;
   if (name == "s3") return Command::s3;
   if (name == "render-job") return Command::render_job;
   if (name == "help" || name == "--help" || name == "-h") return Command::help;
-  fail(ExitCode::usage, "unknown command '{}': expected run, check, version, spec-reference, s3 or render-job (see trainpoint --help)",
+  fail(ExitCode::usage, "unknown command '{}': expected run, preflight, check, version, spec-reference, s3 or render-job (see trainpoint --help)",
        name);
 }
 
@@ -86,6 +88,7 @@ Options parse(int argc, char** argv) {
        "(env TRAINPOINT_ACCEPT_UNKNOWN_HOST=1)")
       ("no-submodules", "do not check out submodules (env TRAINPOINT_NO_SUBMODULES=1)")
       ("no-lfs", "leave Git LFS pointers as they are (env TRAINPOINT_NO_LFS=1)")
+      ("no-preflight", "run: skip the preflight checks (env TRAINPOINT_NO_PREFLIGHT=1)")
       ("git-timeout", "seconds transient network failures are retried (env TRAINPOINT_GIT_TIMEOUT)",
        cxxopts::value<std::string>())
       ("log-format", "text or json (env TRAINPOINT_LOG_FORMAT)", cxxopts::value<std::string>())
@@ -161,6 +164,7 @@ Options parse(int argc, char** argv) {
   git.accept_unknown_host = flag("accept-unknown-host", "TRAINPOINT_ACCEPT_UNKNOWN_HOST");
   git.submodules = !flag("no-submodules", "TRAINPOINT_NO_SUBMODULES");
   git.lfs = !flag("no-lfs", "TRAINPOINT_NO_LFS");
+  options.preflight = !flag("no-preflight", "TRAINPOINT_NO_PREFLIGHT");
   if (const std::string timeout = option("git-timeout", "TRAINPOINT_GIT_TIMEOUT"); !timeout.empty()) {
     char* end = nullptr;
     const long seconds = std::strtol(timeout.c_str(), &end, 10);
@@ -202,7 +206,8 @@ Options parse(int argc, char** argv) {
   options.checkout = parsed.count("checkout") ? parsed["checkout"].as<std::string>() : ".";
   if (parsed.count("output")) options.manifest_file = parsed["output"].as<std::string>();
 
-  const bool needs_spec = options.command == Command::run || options.command == Command::check ||
+  const bool needs_spec = options.command == Command::run || options.command == Command::preflight ||
+                          options.command == Command::check ||
                           options.command == Command::render_job;
   if (needs_spec && options.spec.empty()) {
     fail(ExitCode::usage, "--spec is required: the spec's path in the repository (or a local file without --repo)");

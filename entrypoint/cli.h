@@ -10,7 +10,7 @@
 
 namespace tp::cli {
 
-enum class Command { run, check, version, spec_reference, s3, render_job, help };
+enum class Command { run, preflight, check, version, spec_reference, s3, render_job, help };
 
 struct Options {
   Command command = Command::help;
@@ -19,6 +19,7 @@ struct Options {
   std::string spec;   // path of the spec inside the repository, or on local disk
   std::vector<std::string> overrides;  // --set key=value
   std::string workdir;
+  bool preflight = true;  // run: check the ref, spec, data, output, GPUs, master and disk first (docs/reliability.md)
   // Clone settings (auth, cache, checks); url, ref and workdir are filled in from the fields above.
   git::CheckoutRequest git;
   log::Format log_format = log::Format::text;

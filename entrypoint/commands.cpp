@@ -19,6 +19,7 @@
 #include "git/remote_url.h"
 #include "k8s/manifest.h"
 #include "model/model.h"
+#include "preflight/preflight.h"
 #include "s3/command.h"
 #include "spec/spec.h"
 #include "storage/data_source.h"
@@ -71,6 +72,35 @@ int check(const cli::Options& options) {
   return 0;
 }
 
+int visible_gpus() { return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0; }
+
+// The preflight checks (docs/reliability.md), with the checkout and spec loading as their "spec" check.
+preflight::Report run_preflight(const cli::Options& options, std::optional<SpecSource>& source,
+                                std::optional<spec::LoadedSpec>& loaded) {
+  preflight::Request request;
+  request.git = options.git;
+  request.git.url = options.repo;
+  request.git.ref = options.ref;
+  request.git.workdir = fs::absolute(options.workdir);
+  request.workdir = fs::absolute(options.workdir);
+  request.visible_gpus = visible_gpus();
+  request.load_spec = [&] {
+    source = locate_spec(options);
+    loaded = load_spec(options, *source);
+    return preflight::SpecInRepo{loaded->spec, source->root};
+  };
+  return preflight::run(request);
+}
+
+int preflight_command(const cli::Options& options) {
+  std::optional<SpecSource> source;
+  std::optional<spec::LoadedSpec> loaded;
+  const preflight::Report report = run_preflight(options, source, loaded);
+  std::cout << preflight::format_table(report) << std::flush;
+  preflight::throw_first_failure(report);
+  return 0;
+}
+
 std::string choose_backend(const spec::DistSpec& spec) {
   if (spec.backend != "auto") return spec.backend;
   return torch::cuda::is_available() ? "nccl" : "gloo";
@@ -113,10 +143,19 @@ int run_user_command(const cli::Options& options, const SpecSource& source, cons
 }
 
 int run(const cli::Options& options) {
-  const SpecSource source = locate_spec(options);
-  const spec::LoadedSpec loaded = load_spec(options, source);
+  std::optional<SpecSource> located;
+  std::optional<spec::LoadedSpec> loaded_spec;
+  // Once per pod: workers that the node launched find its checks done.
+  if (options.preflight && std::getenv(kPreparedCheckout) == nullptr) {
+    preflight::throw_first_failure(run_preflight(options, located, loaded_spec));
+  } else {
+    located = locate_spec(options);
+    loaded_spec = load_spec(options, *located);
+  }
+  const SpecSource& source = *located;
+  const spec::LoadedSpec& loaded = *loaded_spec;
   const spec::Spec& spec = loaded.spec;
-  const int devices = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  const int devices = visible_gpus();
   const dist::Topology topology =
       dist::read_topology(dist::process_environment, static_cast<int>(spec.dist.nproc_per_node), devices);
   if (!spec.job.command.empty()) return run_user_command(options, source, spec, topology);
@@ -154,6 +193,8 @@ int run(const cli::Options& options) {
                                                               topology.nproc_per_node));
     dist::ProcessGroupOptions group{choose_backend(spec.dist), rank, world_size, topology.master_addr,
                                     topology.master_port, std::chrono::seconds(spec.dist.timeout_s), local_rank};
+    group.heartbeat = std::chrono::seconds(spec.dist.heartbeat_s);
+    group.stall = std::chrono::seconds(spec.dist.stall_s);
     spdlog::info("joining {} ranks through {}:{} ({})", world_size, group.master_addr, group.master_port,
                  group.backend);
     communicator = dist::connect(group);
@@ -246,6 +287,7 @@ int execute(const cli::Options& options) {
     case cli::Command::spec_reference: std::cout << spec::markdown_reference(); return 0;
     case cli::Command::s3: return s3::run_s3_command(options.s3_arguments);
     case cli::Command::run: return run(options);
+    case cli::Command::preflight: return preflight_command(options);
     case cli::Command::render_job: return render_job(options);
     case cli::Command::help: std::cout << options.help_text; return 0;
   }

@@ -1,6 +1,21 @@
 #include "dist/communicator.h"
 
 namespace tp::dist {
+
+const char* phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::start: return "start";
+    case Phase::data: return "data";
+    case Phase::forward: return "forward";
+    case Phase::backward: return "backward";
+    case Phase::all_reduce: return "all-reduce";
+    case Phase::broadcast: return "broadcast";
+    case Phase::checkpoint: return "checkpoint";
+    case Phase::validate: return "validate";
+  }
+  return "unknown";
+}
+
 namespace {
 
 class Done final : public PendingCollective {

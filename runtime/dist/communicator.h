@@ -5,11 +5,17 @@
 #include <ATen/core/Tensor.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace tp::dist {
+
+// What a rank is doing, published with its heartbeat so that a hang names the rank that stalled and
+// where (docs/reliability.md). The communicator itself reports waiting in a collective.
+enum class Phase { start, data, forward, backward, all_reduce, broadcast, checkpoint, validate };
+const char* phase_name(Phase phase);
 
 // A collective in flight.
 class PendingCollective {
@@ -31,6 +37,8 @@ class Communicator {
   // Copies `root`'s tensors into every other rank's, in place.
   virtual void broadcast(std::vector<at::Tensor>& tensors, int root) = 0;
   virtual void barrier() = 0;
+  // Records this rank's optimizer step and phase for the heartbeat; a no-op without peers.
+  virtual void set_progress(std::int64_t /*step*/, Phase /*phase*/) {}
 };
 
 // World size 1: every collective is the identity.
@@ -44,11 +52,14 @@ struct ProcessGroupOptions {
   int master_port = 29500;
   std::chrono::seconds timeout{600};  // rendezvous and each collective
   int device_index = 0;               // nccl: the CUDA device of this rank
+  std::chrono::seconds heartbeat{5};  // how often each rank publishes its step and phase
+  std::chrono::seconds stall{300};    // a rank whose step and phase have not changed for this long is reported
 };
 
 // Rendezvous through a c10d TCPStore at the master (rank 0 serves it), retried with backoff until
 // the timeout while the master's name does not resolve or its port does not listen, then a
 // c10d process group. Throws tp::Error (ExitCode::peer_lost) when the rendezvous times out.
+// A watchdog thread publishes this rank's progress and logs ranks that stall (docs/reliability.md).
 std::unique_ptr<Communicator> connect(const ProcessGroupOptions& options);
 
 }  // namespace tp::dist

@@ -7,9 +7,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include "common/error.h"
@@ -21,7 +24,6 @@ namespace tp::dist {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr std::chrono::milliseconds kHeartbeatInterval{500};
 
 c10::intrusive_ptr<c10d::TCPStore> connect_store(const ProcessGroupOptions& options, bool server,
                                                  std::chrono::milliseconds timeout) {
@@ -60,66 +62,268 @@ c10::intrusive_ptr<c10d::TCPStore> rendezvous(const ProcessGroupOptions& options
   }
 }
 
-// Each rank bumps a counter in the store every kHeartbeatInterval over its own connection. Ranks
-// whose counter stops moving are the lost ones (counters, not clocks, so clock skew does not matter).
-// Both connections use a short timeout so that a dead or stopped master cannot block them for long.
+// The heartbeat and hang watchdog. Every `options.heartbeat` each rank publishes its record
+// "<beat> <step> <phase> <ms in this step and phase>" to the rendezvous store over its own connection
+// and reads the other ranks' records. Staleness is measured on the reader's own clock from when a
+// record last changed (beats, not timestamps, so clock skew between nodes does not matter).
+// A rank whose step and phase have not changed for `options.stall` is logged by every rank, once per
+// stall; the error of a failed collective names the same ranks. A rank waiting in a collective is
+// never the cause while another stalled rank is not waiting. Both store connections use a short
+// timeout so that a dead or stopped master cannot block them for long.
 class Heartbeat {
  public:
   explicit Heartbeat(const ProcessGroupOptions& options)
-      : options_(options), store_(connect_store(options, false, kStoreTimeout)) {
-    thread_ = std::thread([this] { beat(); });
+      : options_(options),
+        store_(connect_store(options, false, kStoreTimeout)),
+        watching_since_(Clock::now()),
+        phase_since_(watching_since_),
+        ranks_(static_cast<std::size_t>(options.world_size)) {
+    thread_ = std::thread([this] { run(); });
   }
   ~Heartbeat() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
     }
-    stopped_.notify_all();
+    wake_.notify_all();
     thread_.join();
   }
 
-  // Which ranks' heartbeats did not advance over a few intervals. Called after a failure.
-  std::string describe_lost_ranks() const {
-    try {
-      auto store = connect_store(options_, false, kStoreTimeout);
-      std::vector<std::int64_t> before;
-      for (int r = 0; r < options_.world_size; ++r) before.push_back(store->add(key(r), 0));
-      std::this_thread::sleep_for(kHeartbeatInterval * 4);
-      std::vector<int> lost;
-      for (int r = 0; r < options_.world_size; ++r) {
-        if (r != options_.rank && store->add(key(r), 0) == before[static_cast<std::size_t>(r)]) lost.push_back(r);
+  void set_progress(std::int64_t step, Phase phase) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (step != step_ || phase != phase_) phase_since_ = Clock::now();
+    step_ = step;
+    phase_ = phase;
+  }
+
+  // While a collective waits for the other ranks, the published phase is the collective's.
+  void enter_collective(Phase collective) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    collective_ = collective;
+    phase_since_ = Clock::now();
+  }
+  void leave_collective() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    collective_.reset();
+    phase_since_ = Clock::now();
+  }
+
+  // The ranks to blame for a failed collective: those whose heartbeat has stopped, and those that
+  // stalled. Unless a heartbeat is already overdue, waits up to three beats for one to be, so that a
+  // rank that has just died is seen to have stopped beating.
+  std::string describe_lost_ranks() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    // One fresh round first: this rank's view may be old if the process itself was paused.
+    const std::int64_t fresh = rounds_ + 1;
+    observed_.wait_for(lock, options_.heartbeat + kStoreTimeout + std::chrono::seconds(1),
+                       [&] { return rounds_ >= fresh || stopping_; });
+    observed_.wait_for(lock, options_.heartbeat * 3 + std::chrono::seconds(2),
+                       [this] { return store_error_ || stopping_ || any_silent(Clock::now()); });
+    // Once the store is gone nothing more is learnt: judge the ranks as they were when it went.
+    const auto now = store_error_ ? store_failed_at_ : Clock::now();
+    std::vector<std::string> blamed;
+    for (int r = 0; r < options_.world_size; ++r) {
+      if (r != options_.rank && silent(ranks_[static_cast<std::size_t>(r)], now)) {
+        blamed.push_back("lost " + describe(r, now));
       }
-      if (lost.empty()) return "every rank is still sending heartbeats";
-      return fmt::format("lost rank{} {} (no heartbeat for {}ms)", lost.size() > 1 ? "s" : "", fmt::join(lost, ", "),
-                         (kHeartbeatInterval * 4).count());
-    } catch (const std::exception&) {
-      return "lost rank 0 (the master: its rendezvous store no longer answers)";
     }
+    for (int r : culprits(now)) {
+      if (r == options_.rank || !silent(ranks_[static_cast<std::size_t>(r)], now)) {
+        blamed.push_back("stalled " + describe(r, now));
+      }
+    }
+    const std::string master_gone = "lost rank 0 (the master: its rendezvous store no longer answers)";
+    if (blamed.empty()) return store_error_ ? master_gone : "every rank is still sending heartbeats";
+    return fmt::format("{}{}", fmt::join(blamed, "; "), store_error_ ? "; then " + master_gone : "");
   }
 
  private:
   static constexpr std::chrono::milliseconds kStoreTimeout{5000};
 
-  std::string key(int rank) const { return "trainpoint/heartbeat/" + std::to_string(rank); }
-  void beat() {
+  // What this rank knows of one rank: its last record and when that record last changed.
+  struct Seen {
+    bool published = false;
+    std::int64_t beat = -1;
+    std::int64_t step = 0;
+    std::string phase;
+    std::chrono::milliseconds in_phase{0};  // at the time of the record
+    Clock::time_point changed;              // on this rank's clock
+    bool reported = false;                  // logged as stalled, not yet advanced again
+  };
+
+  static std::string key(int rank) { return "trainpoint/heartbeat/" + std::to_string(rank); }
+  static double seconds(Clock::duration duration) { return std::chrono::duration<double>(duration).count(); }
+
+  Clock::duration silence(const Seen& seen, Clock::time_point now) const {
+    return now - (seen.published ? seen.changed : watching_since_);
+  }
+  // A heartbeat two beats late (and a second of slack): the process is stopped, hung or dead.
+  bool silent(const Seen& seen, Clock::time_point now) const {
+    return silence(seen, now) > options_.heartbeat * 2 + std::chrono::seconds(1);
+  }
+  bool any_silent(Clock::time_point now) const {
+    for (int r = 0; r < options_.world_size; ++r) {
+      if (r != options_.rank && silent(ranks_[static_cast<std::size_t>(r)], now)) return true;
+    }
+    return false;
+  }
+  Clock::duration not_advanced(const Seen& seen, Clock::time_point now) const {
+    return seen.in_phase + silence(seen, now);
+  }
+  static bool waiting_for_others(const Seen& seen) { return seen.phase == "all-reduce" || seen.phase == "broadcast"; }
+
+  // Ranks whose step and phase have not changed for options_.stall, without those merely waiting in a
+  // collective for one of them.
+  std::vector<int> culprits(Clock::time_point now) const {
+    std::vector<int> stalled, blamed;
+    for (int r = 0; r < options_.world_size; ++r) {
+      const Seen& seen = ranks_[static_cast<std::size_t>(r)];
+      const bool is_silent = r != options_.rank && silent(seen, now);
+      if (not_advanced(seen, now) >= options_.stall) {
+        stalled.push_back(r);
+        if (is_silent || !waiting_for_others(seen)) blamed.push_back(r);
+      }
+    }
+    return blamed.empty() ? stalled : blamed;
+  }
+
+  // "rank 1 at step 14, phase backward: not advanced for 12.0s, no heartbeat for 11.5s (...)".
+  std::string describe(int r, Clock::time_point now) const {
+    const Seen& seen = ranks_[static_cast<std::size_t>(r)];
+    if (!seen.published) return fmt::format("rank {} (no heartbeat at all for {:.1f}s)", r, seconds(silence(seen, now)));
+    std::string text = fmt::format("rank {} at step {}, phase {}: not advanced for {:.1f}s", r, seen.step, seen.phase,
+                                   seconds(not_advanced(seen, now)));
+    if (r != options_.rank && silent(seen, now)) {
+      text += fmt::format(", no heartbeat for {:.1f}s (stopped, hung or dead)", seconds(silence(seen, now)));
+    }
+    return text;
+  }
+
+  std::string own_record(std::int64_t beat) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto now = Clock::now();
+    const auto in_phase = std::chrono::duration_cast<std::chrono::milliseconds>(now - phase_since_);
+    Seen& self = ranks_[static_cast<std::size_t>(options_.rank)];
+    self.published = true;
+    self.beat = beat;
+    self.step = step_;
+    self.phase = phase_name(collective_.value_or(phase_));
+    self.in_phase = in_phase;
+    self.changed = now;
+    return fmt::format("{} {} {} {}", beat, self.step, self.phase, in_phase.count());
+  }
+
+  // Reads the other ranks' records; returns them as (rank, record) for those that have one.
+  std::vector<std::pair<int, std::string>> read_others() {
+    std::vector<std::pair<int, std::string>> records;
+    for (int r = 0; r < options_.world_size; ++r) {
+      if (r == options_.rank) continue;
+      const bool known = ranks_[static_cast<std::size_t>(r)].published;  // written by this thread only
+      if (!known && !store_->check({key(r)})) continue;
+      const std::vector<std::uint8_t> bytes = store_->get(key(r));
+      records.emplace_back(r, std::string(bytes.begin(), bytes.end()));
+    }
+    return records;
+  }
+
+  void observe(const std::vector<std::pair<int, std::string>>& records, Clock::time_point now) {
+    for (const auto& [r, record] : records) {
+      Seen& seen = ranks_[static_cast<std::size_t>(r)];
+      std::istringstream fields(record);
+      std::int64_t beat = 0, step = 0, in_phase_ms = 0;
+      std::string phase;
+      if (!(fields >> beat >> step >> phase >> in_phase_ms) || beat == seen.beat) continue;
+      seen.published = true;
+      seen.beat = beat;
+      seen.step = step;
+      seen.phase = phase;
+      seen.in_phase = std::chrono::milliseconds(in_phase_ms);
+      seen.changed = now;
+    }
+  }
+
+  // Logs each rank that became stalled, and each that advanced again.
+  void report(Clock::time_point now) {
+    const std::vector<int> blamed = culprits(now);
+    for (int r = 0; r < options_.world_size; ++r) {
+      Seen& seen = ranks_[static_cast<std::size_t>(r)];
+      const bool stalled = std::find(blamed.begin(), blamed.end(), r) != blamed.end();
+      if (stalled && !seen.reported) {
+        spdlog::warn("stalled: {} (dist.stall_s = {})", describe(r, now), options_.stall.count());
+      } else if (!stalled && seen.reported && not_advanced(seen, now) < options_.stall) {
+        spdlog::info("rank {} advanced again: step {}, phase {}", r, seen.step, seen.phase);
+      } else {
+        continue;
+      }
+      seen.reported = stalled;
+    }
+  }
+
+  // When this process itself was stopped or starved, the other ranks' records only look old: they get a
+  // fresh start instead of being taken for lost.
+  void forgive_own_pause(Clock::time_point now, Clock::time_point previous_round) {
+    const auto gap = now - previous_round;
+    if (gap <= options_.heartbeat * 2 + std::chrono::seconds(1)) return;
+    spdlog::warn("heartbeat: this rank was paused for {:.1f}s (stopped, or starved of CPU); the other ranks may "
+                 "have reported it as stalled", seconds(gap));
+    watching_since_ = now;
+    for (int r = 0; r < options_.world_size; ++r) {
+      Seen& seen = ranks_[static_cast<std::size_t>(r)];
+      if (r != options_.rank && seen.published) seen.changed = now;
+    }
+  }
+
+  void run() {
     std::unique_lock<std::mutex> lock(mutex_);
-    while (!stopping_) {
+    auto previous_round = Clock::now();
+    for (std::int64_t beat = 0; !stopping_; ++beat) {
+      forgive_own_pause(Clock::now(), previous_round);
+      previous_round = Clock::now();
       lock.unlock();
+      const std::string record = own_record(beat);
+      std::vector<std::pair<int, std::string>> records;
+      std::optional<std::string> error;
       try {
-        store_->add(key(options_.rank), 1);
-      } catch (const std::exception&) {
-        // The master is gone; the failing collective reports it.
+        store_->set(key(options_.rank), std::vector<std::uint8_t>(record.begin(), record.end()));
+        records = read_others();
+      } catch (const std::exception& failure) {
+        error = failure.what();
       }
       lock.lock();
-      stopped_.wait_for(lock, kHeartbeatInterval, [this] { return stopping_; });
+      if (error && !store_error_) {
+        // The master is gone or stopped; a failing collective reports it.
+        const std::string first_line = error->substr(0, error->find('\n'));
+        spdlog::warn("heartbeat: the rendezvous store at {}:{} (rank 0) does not answer: {}", options_.master_addr,
+                     options_.master_port, first_line);
+      }
+      if (error && !store_error_) store_failed_at_ = Clock::now();
+      store_error_ = error.has_value();
+      if (!error) {
+        const auto now = Clock::now();
+        observe(records, now);
+        report(now);
+      }
+      ++rounds_;
+      observed_.notify_all();
+      wake_.wait_for(lock, options_.heartbeat, [this] { return stopping_; });
     }
   }
 
   ProcessGroupOptions options_;
   c10::intrusive_ptr<c10d::TCPStore> store_;  // used by the heartbeat thread only
-  std::mutex mutex_;
-  std::condition_variable stopped_;
+  std::mutex mutex_;  // guards everything below
+  Clock::time_point watching_since_;  // start, or the end of a pause of this process
+  std::condition_variable wake_;
+  std::condition_variable observed_;
   bool stopping_ = false;
+  std::int64_t step_ = 0;
+  Phase phase_ = Phase::start;
+  std::optional<Phase> collective_;
+  Clock::time_point phase_since_;
+  std::vector<Seen> ranks_;
+  std::int64_t rounds_ = 0;
+  bool store_error_ = false;
+  Clock::time_point store_failed_at_;
   std::thread thread_;
 };
 
@@ -178,14 +382,14 @@ class ProcessGroupCommunicator;
 
 class PendingWork final : public PendingCollective {
  public:
-  PendingWork(ProcessGroupCommunicator& owner, c10::intrusive_ptr<c10d::Work> work, const char* what)
+  PendingWork(ProcessGroupCommunicator& owner, c10::intrusive_ptr<c10d::Work> work, Phase what)
       : owner_(owner), work_(std::move(work)), what_(what) {}
   void wait() override;
 
  private:
   ProcessGroupCommunicator& owner_;
   c10::intrusive_ptr<c10d::Work> work_;
-  const char* what_;
+  Phase what_;
 };
 
 class ProcessGroupCommunicator final : public Communicator {
@@ -217,7 +421,7 @@ class ProcessGroupCommunicator final : public Communicator {
 
   std::unique_ptr<PendingCollective> all_reduce_sum_async(at::Tensor& tensor) override {
     std::vector<at::Tensor> one{tensor};
-    return start([&] { return backend_->allreduce(one); }, "all-reduce");
+    return start([&] { return backend_->allreduce(one); }, Phase::all_reduce);
   }
 
   void broadcast(std::vector<at::Tensor>& tensors, int root) override {
@@ -225,7 +429,7 @@ class ProcessGroupCommunicator final : public Communicator {
     broadcast_options.rootRank = root;
     for (auto& tensor : tensors) {
       std::vector<at::Tensor> one{tensor};
-      start([&] { return backend_->broadcast(one, broadcast_options); }, "broadcast")->wait();
+      start([&] { return backend_->broadcast(one, broadcast_options); }, Phase::broadcast)->wait();
     }
   }
 
@@ -234,16 +438,20 @@ class ProcessGroupCommunicator final : public Communicator {
     all_reduce_sum(token);
   }
 
+  void set_progress(std::int64_t step, Phase phase) override { heartbeat_->set_progress(step, phase); }
+
+  Heartbeat& heartbeat() { return *heartbeat_; }
+
   // The error for a failed collective, naming the lost ranks.
-  [[noreturn]] void collective_failed(const char* what, const std::string& cause) {
+  [[noreturn]] void collective_failed(Phase what, const std::string& cause) {
     const std::string first_line = cause.substr(0, cause.find('\n'));
-    fail(ExitCode::peer_lost, "rank {}: {} failed: {}; cause: {}", options_.rank, what,
+    fail(ExitCode::peer_lost, "rank {}: {} failed: {}; cause: {}", options_.rank, phase_name(what),
          heartbeat_->describe_lost_ranks(), first_line);
   }
 
  private:
   template <typename Launch>
-  std::unique_ptr<PendingCollective> start(Launch launch, const char* what) {
+  std::unique_ptr<PendingCollective> start(Launch launch, Phase what) {
     try {
       return std::make_unique<PendingWork>(*this, launch(), what);
     } catch (const c10::Error& error) {
@@ -258,6 +466,12 @@ class ProcessGroupCommunicator final : public Communicator {
 };
 
 void PendingWork::wait() {
+  // Published while it waits, so that the watchdog tells ranks waiting for others from stalled ones.
+  struct Waiting {
+    Heartbeat& heartbeat;
+    Waiting(Heartbeat& beating, Phase what) : heartbeat(beating) { heartbeat.enter_collective(what); }
+    ~Waiting() { heartbeat.leave_collective(); }
+  } waiting(owner_.heartbeat(), what_);
   try {
     work_->wait();
   } catch (const c10::Error& error) {

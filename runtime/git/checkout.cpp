@@ -182,6 +182,46 @@ std::string libgit2_version() {
   return fmt::format("{}.{}.{}", major, minor, revision);
 }
 
+RemoteRef resolve_remote_ref(const CheckoutRequest& request) {
+  init_libgit2();
+  const fs::path checkouts = request.workdir / "checkouts";
+  std::error_code created;
+  fs::create_directories(checkouts, created);
+  if (created) write_failed("cannot create " + checkouts.string(), created.message());
+  configure_tls(request, checkouts);
+  const RemoteUrl remote = parse_remote_url(request.url);
+  RemoteAccess access(request, remote, remote);
+  const std::vector<AdvertisedRef> refs = list_remote_refs(remote, access, request.network_timeout);
+
+  const std::string wanted = request.ref.empty() ? "HEAD" : request.ref;
+  // In checkout()'s order: a branch, a tag (peeled to its commit first), a full ref name.
+  for (const std::string& name : {"refs/heads/" + wanted, "refs/tags/" + wanted + "^{}", "refs/tags/" + wanted, wanted}) {
+    for (const auto& ref : refs) {
+      if (ref.name != name) continue;
+      check_expected(request, ref.sha);
+      return {ref.name, ref.sha};
+    }
+  }
+  const bool sha = wanted.size() >= 7 && wanted.size() <= GIT_OID_HEXSZ &&
+                   std::all_of(wanted.begin(), wanted.end(), [](unsigned char c) { return std::isxdigit(c); });
+  if (sha) {
+    for (const auto& ref : refs) {
+      if (ref.sha.compare(0, wanted.size(), wanted) != 0) continue;
+      check_expected(request, ref.sha);
+      return {ref.name, ref.sha};
+    }
+    check_expected(request, wanted);
+    return {"", wanted};
+  }
+  if (request.ref.empty()) fail(ExitCode::source, "{} has no default branch (HEAD): give a ref", remote.url);
+  std::vector<std::string> branches;
+  for (const auto& ref : refs) {
+    if (ref.name.rfind("refs/heads/", 0) == 0 && branches.size() < 8) branches.push_back(ref.name.substr(11));
+  }
+  fail(ExitCode::source, "ref '{}' not found in {}: it is not a branch, tag, full ref name or commit SHA there "
+       "(branches: {})", request.ref, remote.url, branches.empty() ? "none" : fmt::format("{}", fmt::join(branches, ", ")));
+}
+
 Checkout checkout(const CheckoutRequest& request) {
   init_libgit2();
   static std::atomic<int> calls{0};

@@ -51,6 +51,19 @@ struct Checkout {
 // ExitCode::storage when the disk is full.
 Checkout checkout(const CheckoutRequest& request);
 
+// What `ref` names on the remote, asked without fetching anything (like `git ls-remote`).
+struct RemoteRef {
+  std::string name;  // the advertised ref that matched; empty for a SHA that no ref points at
+  std::string sha;   // its commit; for a SHA that no ref points at, the SHA as given
+};
+
+// Resolves request.ref (empty: HEAD) as checkout() does: a branch, a tag, a full ref name or a commit SHA.
+// A SHA that is no advertised ref's tip cannot be checked without fetching: it is returned as given.
+// Throws tp::Error: ExitCode::source for a missing repository or ref, rejected credentials, an unknown or
+// changed host key, or a commit other than expect_sha; ExitCode::network when transient failures
+// outlast network_timeout.
+RemoteRef resolve_remote_ref(const CheckoutRequest& request);
+
 std::string libgit2_version();
 
 }  // namespace tp::git

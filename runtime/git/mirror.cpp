@@ -110,6 +110,38 @@ class SigpipeBlocked {
 
 }  // namespace
 
+std::vector<AdvertisedRef> list_remote_refs(const RemoteUrl& remote, RemoteAccess& access,
+                                            std::chrono::seconds timeout) {
+  if (remote.transport == Transport::local && !fs::exists(remote.local_path)) {
+    fail(ExitCode::source, "repository not found: {} (no such directory)", remote.url);
+  }
+  git_remote* raw = nullptr;
+  if (git_remote_create_detached(&raw, remote.url.c_str()) != 0) {
+    fail(ExitCode::source, "invalid git URL {}: {}", remote.url, libgit2_error());
+  }
+  std::unique_ptr<git_remote, void (*)(git_remote*)> owned(raw, git_remote_free);
+  std::vector<AdvertisedRef> refs;
+  retry_transient("listing the refs of " + remote.url, timeout, [&] {
+    access.reset_attempt();
+    git_remote_callbacks callbacks = GIT_REMOTE_CALLBACKS_INIT;
+    access.install(callbacks);
+    SigpipeBlocked sigpipe_blocked;
+    const int status = git_remote_connect(raw, GIT_DIRECTION_FETCH, &callbacks, nullptr, nullptr);
+    if (status != 0) fetch_failed(status, remote, access);
+    const git_remote_head** heads = nullptr;
+    std::size_t count = 0;
+    if (git_remote_ls(&heads, &count, raw) != 0) fetch_failed(GIT_ERROR, remote, access);
+    refs.clear();
+    for (std::size_t i = 0; i < count; ++i) {
+      char sha[GIT_OID_HEXSZ + 1] = {};
+      git_oid_tostr(sha, sizeof sha, &heads[i]->oid);
+      refs.push_back({heads[i]->name, sha});
+    }
+    git_remote_disconnect(raw);
+  });
+  return refs;
+}
+
 FileLock::FileLock(const fs::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
   if (fd_ < 0) fail(ExitCode::storage, "cannot open lock file {}: {}", path.string(), std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;

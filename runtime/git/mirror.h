@@ -29,6 +29,17 @@ class FileLock {
   int fd_;
 };
 
+// One ref a remote advertises (what `git ls-remote` prints).
+struct AdvertisedRef {
+  std::string name;  // such as refs/heads/main, refs/tags/v1^{} (a peeled tag) or HEAD
+  std::string sha;
+};
+
+// The refs `remote` advertises, without fetching anything, retrying transient failures within `timeout`.
+// Throws tp::Error as a fetch would: source (repository missing, credentials, host key), network.
+std::vector<AdvertisedRef> list_remote_refs(const RemoteUrl& remote, RemoteAccess& access,
+                                            std::chrono::seconds timeout);
+
 class Mirror {
  public:
   // The cached mirror of `remote` under `cache_dir`, created if needed and locked exclusively; or,

@@ -347,6 +347,18 @@ std::optional<ObjectInfo> Client::head(const std::string& bucket, const std::str
   return object;
 }
 
+void Client::remove(const std::string& bucket, const std::string& key) {
+  HandleLease lease(*this);
+  const std::string what = describe("DELETE", bucket, key);
+  retrying(what, [&]() -> std::optional<std::string> {
+    Call call;
+    call.method = "DELETE";
+    call.bucket = bucket;
+    call.key = key;
+    return check(send(lease.get(), call), what, {200, 204});
+  });
+}
+
 void Client::download(const std::string& bucket, const std::vector<DownloadItem>& items,
                       const std::function<void(const DownloadItem&)>& on_done) {
   // Small objects are one task each; large ones are split into ranges that download in parallel into one

@@ -65,6 +65,8 @@ class Client {
   // Every object under `prefix`, in key order. Throws tp::Error(data) for a missing bucket.
   Listing list(const std::string& bucket, const std::string& prefix, const std::string& delimiter = "");
   std::optional<ObjectInfo> head(const std::string& bucket, const std::string& key);
+  // DeleteObject (S3 answers 204 whether or not the key existed).
+  void remove(const std::string& bucket, const std::string& key);
 
   // Downloads each object to its target: into a temporary sibling, verified (size; MD5 against a single-part
   // ETag; x-amz-checksum-* when S3 sends one), then renamed. `on_done` runs once per object, serialized.

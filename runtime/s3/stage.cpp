@@ -137,6 +137,25 @@ std::string directory_prefix(const std::string& prefix) {
 
 }  // namespace
 
+SourceListing list_source(Client& client, const std::string& source) {
+  const S3Url url = parse_s3_url(source);
+  // A prefix names a "directory"; when nothing is under it, it may be the key of a single object.
+  SourceListing listing;
+  listing.prefix = directory_prefix(url.key);
+  listing.objects = client.list(url.bucket, listing.prefix).objects;
+  listing.objects.erase(std::remove_if(listing.objects.begin(), listing.objects.end(), is_folder_marker),
+                        listing.objects.end());
+  if (listing.objects.empty() && !url.key.empty() && url.key.back() != '/') {
+    if (auto single = client.head(url.bucket, url.key)) {
+      listing.objects.push_back(*single);
+      listing.prefix = url.key.substr(0, url.key.rfind('/') + 1);
+    }
+  }
+  if (listing.objects.empty()) fail(ExitCode::data, "no objects under {} at {}", source, client.connection().endpoint);
+  for (const auto& object : listing.objects) listing.bytes += object.size;
+  return listing;
+}
+
 StagedData stage(const StageRequest& request) {
   const S3Url source = parse_s3_url(request.source);
   if (request.world_size < 1 || request.rank < 0 || request.rank >= request.world_size) {
@@ -149,18 +168,9 @@ StagedData stage(const StageRequest& request) {
   DestinationLock lock(root);
   Client client(resolve_connection(request.connection), request.transfer);
 
-  // A prefix names a "directory"; when nothing is under it, it may be the key of a single object.
-  std::string prefix = directory_prefix(source.key);
-  std::vector<ObjectInfo> objects = client.list(source.bucket, prefix).objects;
-  objects.erase(std::remove_if(objects.begin(), objects.end(), is_folder_marker), objects.end());
-  if (objects.empty() && !source.key.empty() && source.key.back() != '/') {
-    if (auto single = client.head(source.bucket, source.key)) {
-      objects.push_back(*single);
-      prefix = source.key.substr(0, source.key.rfind('/') + 1);
-    }
-  }
-  if (objects.empty())
-    fail(ExitCode::data, "no objects under {} at {}", request.source, client.connection().endpoint);
+  SourceListing listing = list_source(client, request.source);
+  std::vector<ObjectInfo>& objects = listing.objects;
+  const std::string& prefix = listing.prefix;
 
   std::vector<fs::path> relative_paths;
   relative_paths.reserve(objects.size());

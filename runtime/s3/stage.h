@@ -16,6 +16,16 @@ enum class Sharding {
   shard,  // each rank stages only its share, balanced by bytes
 };
 
+// The objects a source names: everything under s3://bucket/prefix/ (folder markers left out) or, when
+// nothing is there, the single object s3://bucket/key.
+struct SourceListing {
+  std::vector<ObjectInfo> objects;  // in key order
+  std::string prefix;               // the key prefix that local paths start after
+  std::uint64_t bytes = 0;
+};
+// Throws tp::Error(data) when the bucket does not exist or holds nothing there; usage for rejected credentials.
+SourceListing list_source(Client& client, const std::string& source);
+
 struct StageRequest {
   std::string source;                 // s3://bucket/prefix (or s3://bucket/key of one object)
   std::filesystem::path destination;  // local root; also the cache, shared by the ranks of a node

@@ -237,6 +237,14 @@ std::vector<Setting> declare_all() {
           .doc("Worker processes on each node: \"auto\" (one per GPU, 1 on CPU) or a number."),
       Declare("dist.timeout_s", &Spec::dist, &DistSpec::timeout_s).fallback(600).range(1, 86400)
           .doc("Seconds a collective or the rendezvous may wait before the job fails in the retryable class."),
+      Declare("dist.heartbeat_s", &Spec::dist, &DistSpec::heartbeat_s).fallback(5).range(1, 3600)
+          .doc("Seconds between two heartbeats: each rank publishes its step and phase (data, forward, backward, "
+               "all-reduce, checkpoint, validate) to the rendezvous store, and reads the other ranks' "
+               "(docs/reliability.md)."),
+      Declare("dist.stall_s", &Spec::dist, &DistSpec::stall_s).fallback(300).range(1, 86400)
+          .doc("Seconds after which a rank whose step and phase have not changed, or whose heartbeat stopped, is "
+               "logged by every rank with its last step and phase. Only a report: the job fails when a collective "
+               "outlasts `dist.timeout_s`, and that error names the stalled ranks too."),
       Declare("dist.bucket_mb", &Spec::dist, &DistSpec::bucket_mb).fallback(25).range(1, 1024)
           .doc("Size of the gradient buckets whose all-reduce overlaps backward (the first bucket is 1 MiB so "
                "communication starts early)."),

@@ -75,6 +75,8 @@ struct DistSpec {
   std::string backend;          // auto | gloo | nccl
   std::int64_t nproc_per_node;  // 0 means "auto"
   std::int64_t timeout_s;
+  std::int64_t heartbeat_s;  // how often each rank publishes its step and phase
+  std::int64_t stall_s;      // a rank that has not advanced for this long is reported
   std::int64_t bucket_mb;
   bool allow_unused_parameters;
 };

@@ -209,6 +209,12 @@ double top_k_correct_in(const torch::Tensor& output, const torch::Tensor& target
   return std::get<1>(output.topk(k, 1)).eq(target.unsqueeze(1)).any(1).sum().item<double>();
 }
 
+// The next batch, with the phase published while it loads.
+std::optional<data::Batch> next_batch(data::Loader& loader, dist::Communicator& communicator, std::int64_t step) {
+  communicator.set_progress(step, dist::Phase::data);
+  return loader.next();
+}
+
 struct Totals {
   double loss_sum = 0;
   double correct = 0;
@@ -502,7 +508,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
     double step_loss_sum = 0;  // this step's batches, for its record
     int step_batches = 0;
     try {
-      while (auto next = loader.next()) {
+      while (auto next = next_batch(loader, communicator, position.step)) {
         const auto batch = on_device(std::move(*next), device, spec.train.channels_last);
         // With accumulation, gradients are summed locally over `accumulate` batches and averaged
         // across ranks only on the last one (DDP's no_sync).
@@ -513,6 +519,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
           set_learning_rate(*optimizer, lr, spec.train.body_lr_factor);
           optimizer->zero_grad();
         }
+        communicator.set_progress(position.step, dist::Phase::forward);
         const torch::Tensor output = precision.forward(model, batch.inputs);
         const torch::Tensor loss = loss_of(output, batch.targets, data.schema, spec.train.label_smoothing);
         const double loss_value = loss.item<double>();
@@ -521,6 +528,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
                epoch + 1, position.step, lr);
         }
         if (synchronizer) synchronizer->set_enabled(stepping);
+        communicator.set_progress(position.step, dist::Phase::backward);
         precision.scaled(accumulate > 1 ? loss / static_cast<double>(accumulate) : loss).backward();
         const double n = static_cast<double>(batch.targets.size(0));
         train_totals.loss_sum += loss_value * n;
@@ -545,6 +553,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
         if (stop_agreed(communicator)) {
           position.batches_done = static_cast<std::int64_t>(loader.position());
           const fs::path saved = checkpoint_path(checkpoints, position);
+          communicator.set_progress(position.step, dist::Phase::checkpoint);
           if (writer) {
             save_checkpoint(saved, model, *optimizer, position);
             published(saved);
@@ -569,6 +578,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
     m.train_loss = train.count > 0 ? train.loss_sum / train.count : std::nan("");
     m.valid_loss = m.valid_accuracy = m.error_rate = m.top_k_accuracy = m.mae = m.mse = std::nan("");
     if (data.valid && data.valid->size() > 0) {
+      communicator.set_progress(position.step, dist::Phase::validate);
       const Totals valid = validate(model, data, spec, communicator, precision, device);
       m.valid_loss = valid.loss_sum / valid.count;
       if (data.schema.classification) {
@@ -594,6 +604,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
       const bool due = spec.checkpoint.every_epochs > 0 && (m.epoch % spec.checkpoint.every_epochs == 0 ||
                                                              m.epoch == spec.train.epochs);
       if (due) {
+        communicator.set_progress(position.step, dist::Phase::checkpoint);
         const fs::path saved = checkpoint_path(checkpoints, position);
         save_checkpoint(saved, model, *optimizer, position);
         prune_checkpoints(checkpoints, spec.checkpoint.keep);

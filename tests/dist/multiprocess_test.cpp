@@ -103,6 +103,101 @@ TEST(Distributed, KilledMasterIsNamed) {
   EXPECT_NE(result.output.find("lost rank 0"), std::string::npos) << result.output;
 }
 
+// Three `trainpoint run` ranks (torchrun's variables) train until rank 1 is stopped with SIGSTOP:
+// ranks 0 and 2 report it by rank, step and phase within dist.stall_s, then their all-reduce times out
+// after dist.timeout_s and they exit 202 naming it. After SIGCONT rank 1 finds its peers gone and
+// exits too: nothing is left running.
+TEST(Distributed, StoppedRankIsReportedByStepAndPhaseAndThePeersExitRetryable) {
+  testing::TempDir dir;
+  std::string csv = "x1,x2,y\n";
+  for (int i = 0; i < 3000; ++i) csv += std::to_string(i % 17) + "," + std::to_string(i % 5) + "," + std::to_string(i % 7) + "\n";
+  testing::write_text(dir / "table.csv", csv);
+  testing::write_text(dir / "train.toml", R"([job]
+output = "out"
+[data]
+source = "table.csv"
+format = "table_csv"
+target = "y"
+task = "regression"
+[model]
+arch = "mlp"
+hidden = [16]
+[train]
+epochs = 100000
+batch_size = 16
+[checkpoint]
+every_epochs = 0
+[dist]
+timeout_s = 15
+heartbeat_s = 1
+stall_s = 3
+)");
+  const int port = testing::free_port();
+  const std::string run = testing::trainpoint_binary() + " run --spec " + (dir / "train.toml").string() +
+                          " --workdir " + dir.path().string();
+  const std::string log = (dir / "r").string();  // r0.log, r1.log, r2.log
+  std::string script = "cleanup() { kill -CONT $pid1 2>/dev/null; kill -9 $pid0 $pid1 $pid2 2>/dev/null; }\n"
+                       "trap cleanup EXIT TERM INT\n";
+  for (int rank = 0; rank < 3; ++rank) {
+    script += torchrun_env(rank, 3, port) + run + " > " + log + std::to_string(rank) + ".log 2>&1 & pid" +
+              std::to_string(rank) + "=$!\n";
+  }
+  script +=
+      // Two epochs done: every rank is well into the training loop and has published steps.
+      "for i in $(seq 1200); do grep -q 'epoch 2/100000:' " + log + "0.log && break; sleep 0.1; done\n"
+      "sleep 1.5\n"
+      // Only what the survivors log after the stop counts.
+      "from0=$(( $(stat -c %s " + log + "0.log) + 1 )); from2=$(( $(stat -c %s " + log + "2.log) + 1 ))\n"
+      "kill -STOP $pid1; stopped=$(date +%s%N)\n"
+      "for i in $(seq 600); do tail -c +$from0 " + log + "0.log | grep -q 'stalled: rank 1 ' && tail -c +$from2 " +
+      log + "2.log | grep -q 'stalled: rank 1 ' && break; sleep 0.05; done\n"
+      "echo \"reported $(( ($(date +%s%N) - stopped) / 1000000 )) ms after SIGSTOP\"\n"
+      "wait $pid0; code0=$?; wait $pid2; code2=$?\n"
+      "echo \"survivors exit $code0 $code2 after $(( ($(date +%s%N) - stopped) / 1000000 )) ms\"\n"
+      "kill -CONT $pid1\n"
+      "for i in $(seq 600); do kill -0 $pid1 2>/dev/null || break; sleep 0.1; done\n"
+      "if kill -0 $pid1 2>/dev/null; then echo 'rank 1 still running 60s after SIGCONT'; fi\n"
+      "wait $pid1; code1=$?\n"
+      "echo \"rank 1 exit $code1\"\n"
+      "for pid in $pid0 $pid1 $pid2; do kill -0 $pid 2>/dev/null && echo \"stray process $pid\"; done\n"
+      "pgrep -f " + dir.path().string() + "/train.toml >/dev/null && echo 'stray trainpoint process'\n"
+      "echo '--- rank 0 after the stop'; tail -c +$from0 " + log + "0.log\n"
+      "echo '--- rank 2 after the stop'; tail -c +$from2 " + log + "2.log\n"
+      "echo '--- rank 1'; tail -n 5 " + log + "1.log\n";
+  testing::write_text(dir / "stop.sh", script);
+  const auto result = run_command("timeout 300 bash " + (dir / "stop.sh").string());
+  std::printf("%s", result.output.c_str());
+  EXPECT_NE(result.output.find("survivors exit 202 202"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("rank 1 exit 202"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("stray"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("still running"), std::string::npos) << result.output;
+
+  // Both survivors name rank 1 with the same step (a number past the first) and a phase.
+  std::vector<std::string> reports;
+  for (const char* survivor : {"--- rank 0 after the stop", "--- rank 2 after the stop"}) {
+    const auto section = result.output.find(survivor);
+    ASSERT_NE(section, std::string::npos) << result.output;
+    const auto stalled = result.output.find("stalled: rank 1 at step ", section);
+    ASSERT_NE(stalled, std::string::npos) << survivor << "\n" << result.output;
+    const auto step_start = stalled + std::string("stalled: rank 1 at step ").size();
+    const long step = std::stol(result.output.substr(step_start));
+    EXPECT_GT(step, 0) << result.output;
+    const std::string rest = result.output.substr(step_start, result.output.find('\n', step_start) - step_start);
+    const auto phase = rest.find(", phase ");
+    ASSERT_NE(phase, std::string::npos) << rest;
+    const std::string phase_name = rest.substr(phase + 8, rest.find(':', phase) - phase - 8);
+    EXPECT_NE(std::string(" data forward backward all-reduce broadcast checkpoint validate ").find(" " + phase_name + " "),
+              std::string::npos)
+        << rest;
+    reports.push_back(rest.substr(0, rest.find(':')));
+    // The error of the timed-out collective names it the same way.
+    EXPECT_NE(result.output.find("failed: lost rank 1 at step " + std::to_string(step), section), std::string::npos)
+        << result.output;
+  }
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports[0], reports[1]) << "both survivors read the same heartbeat of rank 1";
+}
+
 // The local launcher: `trainpoint run` with dist.nproc_per_node = 2 on one node.
 class Launcher : public ::testing::Test {
  protected:

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "s3/s3_server.h"
 #include "support/background_process.h"
@@ -414,9 +415,15 @@ TEST(Cli, JsonLogLinesParse) {
   const auto result = run_command(testing::trainpoint_binary() + " run --log-format json --spec " +
                                   (dir / "absent.toml").string());
   EXPECT_EQ(result.exit_code, 3);
-  const auto line = nlohmann::json::parse(result.output.substr(0, result.output.find('\n')));
-  EXPECT_EQ(line["level"], "error");
-  EXPECT_NE(line["msg"].get<std::string>().find("spec file not found"), std::string::npos);
+  // Every line is a JSON object (the preflight checks' lines, then the error); one is the error.
+  std::vector<nlohmann::json> errors;
+  std::istringstream lines(result.output);
+  for (std::string text; std::getline(lines, text);) {
+    const auto line = nlohmann::json::parse(text);
+    if (line["level"] == "error") errors.push_back(line);
+  }
+  ASSERT_EQ(errors.size(), 1u) << result.output;
+  EXPECT_NE(errors[0]["msg"].get<std::string>().find("spec file not found"), std::string::npos) << result.output;
 }
 
 }  // namespace

@@ -206,6 +206,75 @@ TEST_F(GitCheckoutTest, MissingLocalRepositoryFails) {
   EXPECT_NE(failure.message.find("repository not found"), std::string::npos) << failure.message;
 }
 
+// --- resolving a ref on the remote without fetching (preflight) ---------------------------------
+
+TEST_F(GitCheckoutTest, RemoteRefResolvesEveryKindOfRefWithoutFetching) {
+  const std::string c1 = servers_.value("C1"), c2 = servers_.value("C2"), c3 = servers_.value("C3"),
+                    c4 = servers_.value("C4");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"main", c2}, {"", c2}, {"v1", c1}, {"light", c1}, {"feature", c3}, {"refs/heads/feature", c3},
+      {"refs/pull/12/head", c4}, {c1.substr(0, 9), c1}, {c4, c4}};
+  for (const auto& [ref, sha] : cases) {
+    EXPECT_EQ(git::resolve_remote_ref(request(servers_.git_url("main.git"), ref)).sha, sha) << ref;
+  }
+  EXPECT_EQ(git::resolve_remote_ref(request(servers_.git_url("main.git"), "v1")).name, "refs/tags/v1^{}");
+  EXPECT_TRUE(checkout_entries().empty()) << "nothing is fetched or checked out";
+}
+
+TEST_F(GitCheckoutTest, RemoteRefAcceptsAShaNoRefPointsAtAndRejectsAMissingBranch) {
+  const std::string unknown = "0123456789abcdef0123456789abcdef01234567";
+  const git::RemoteRef sha = git::resolve_remote_ref(request(servers_.git_url("main.git"), unknown));
+  EXPECT_EQ(sha.sha, unknown);
+  EXPECT_TRUE(sha.name.empty());
+  try {
+    git::resolve_remote_ref(request(servers_.git_url("main.git"), "no-such-branch"));
+    ADD_FAILURE() << "a missing branch resolved";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::source);
+    EXPECT_NE(std::string(error.what()).find("ref 'no-such-branch' not found in " + servers_.git_url("main.git")),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+TEST_F(GitCheckoutTest, RemoteRefOverHttpsAndSshUsesTheCheckoutsCredentials) {
+  testing::write_text(temp_ / "token", std::string(GitServers::token) + "\n");
+  auto https = request(servers_.https_url("main.git", true), "main");
+  https.ca_bundle = servers_.ca_file();
+  https.token_file = temp_ / "token";
+  https.username = GitServers::token_user;
+  EXPECT_EQ(git::resolve_remote_ref(https).sha, servers_.value("C2"));
+  EXPECT_EQ(log_.str().find(GitServers::token), std::string::npos) << log_.str();
+
+  testing::write_text(temp_ / "token", "wrong-token-value");
+  try {
+    git::resolve_remote_ref(https);
+    ADD_FAILURE() << "a wrong token was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::source);
+    EXPECT_NE(std::string(error.what()).find("authentication failed for " + servers_.https_url("main.git", true)),
+              std::string::npos)
+        << error.what();
+  }
+
+  auto ssh = request(servers_.ssh_url("main.git"), "feature");
+  ssh.ssh_key = servers_.client_key();
+  ssh.known_hosts = servers_.known_hosts();
+  EXPECT_EQ(git::resolve_remote_ref(ssh).sha, servers_.value("C3"));
+}
+
+TEST_F(GitCheckoutTest, RemoteRefChecksExpectSha) {
+  auto req = request(servers_.git_url("main.git"), "main");
+  req.expect_sha = servers_.value("C1");
+  try {
+    git::resolve_remote_ref(req);
+    ADD_FAILURE() << "main resolved although the job expects C1";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::source);
+    EXPECT_NE(std::string(error.what()).find("resolved to " + servers_.value("C2")), std::string::npos) << error.what();
+  }
+}
+
 // --- transports, TLS, credentials ---------------------------------------------------------------
 
 TEST_F(GitCheckoutTest, GitDaemon) {

@@ -1,0 +1,367 @@
+#include "preflight/preflight.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "common/files.h"
+#include "common/log.h"
+#include "git/remote_url.h"
+#include "s3/client.h"
+#include "s3/paths.h"
+#include "s3/stage.h"
+
+namespace tp::preflight {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::string size_text(std::uint64_t bytes) {
+  if (bytes >= (1ull << 30)) return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1ull << 30));
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1ull << 20));
+}
+
+bool is_s3(const std::string& source) { return source.rfind("s3://", 0) == 0; }
+
+// The directory itself if it exists, else its nearest existing ancestor (where it would be created).
+fs::path existing_ancestor(fs::path path) {
+  path = fs::absolute(path).lexically_normal();
+  std::error_code error;
+  while (!fs::exists(path, error) && path.has_relative_path()) path = path.parent_path();
+  return path;
+}
+
+// Runs one check: `body` returns what it found; a tp::Error is the check's failure.
+CheckResult timed(const std::string& name, const std::function<std::string()>& body) {
+  CheckResult result;
+  result.name = name;
+  const auto started = Clock::now();
+  try {
+    result.detail = body();
+    result.status = Status::passed;
+  } catch (const Error& error) {
+    result.status = Status::failed;
+    result.detail = error.what();
+    result.code = error.code();
+  } catch (const std::exception& error) {
+    result.status = Status::failed;
+    result.detail = fmt::format("internal error: {}", error.what());
+    result.code = ExitCode::internal;
+  }
+  result.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  if (result.status == Status::passed) {
+    spdlog::info("preflight: {}: ok in {:.2f}s: {}", name, result.seconds, result.detail);
+  } else {
+    // A warning: the run's one error line is the first failure's, when it stops.
+    spdlog::warn("preflight: {}: FAILED in {:.2f}s: {}", name, result.seconds, result.detail);
+  }
+  return result;
+}
+
+CheckResult skipped(const std::string& name, const std::string& why) {
+  CheckResult result;
+  result.name = name;
+  result.detail = why;
+  spdlog::info("preflight: {}: skipped: {}", name, why);
+  return result;
+}
+
+std::string check_ref(const git::CheckoutRequest& request) {
+  const git::RemoteRef ref = git::resolve_remote_ref(request);
+  const std::string url = git::redacted_url(request.url);
+  if (ref.name.empty()) {
+    return fmt::format("{} at {}: a commit SHA that no branch or tag points at; the checkout fetches it", url, ref.sha);
+  }
+  return fmt::format("{} at '{}': {} is commit {}", url, request.ref.empty() ? "HEAD" : request.ref, ref.name, ref.sha);
+}
+
+// Lists s3:// sources (adding their bytes to `s3_bytes`) and finds local ones.
+std::string check_data(const SpecInRepo& loaded, std::uint64_t& s3_bytes) {
+  const spec::DataSpec& data = loaded.spec.data;
+  std::vector<std::string> found;
+  for (const auto& [key, source] : {std::pair<const char*, std::string>{"data.source", data.source},
+                                    std::pair<const char*, std::string>{"data.valid_source", data.valid_source}}) {
+    if (source.empty()) continue;
+    if (is_s3(source)) {
+      s3::ConnectionOptions options;
+      options.endpoint = data.endpoint;
+      options.credentials_file = data.credentials;
+      s3::Client client(s3::resolve_connection(options));
+      const s3::SourceListing listing = s3::list_source(client, source);
+      s3_bytes += listing.bytes;
+      found.push_back(fmt::format("{} {}: {} objects, {} at {} (credentials from {})", key, source,
+                                  listing.objects.size(), size_text(listing.bytes), client.connection().endpoint,
+                                  client.connection().credentials.source));
+      continue;
+    }
+    const fs::path path = (loaded.root / source).lexically_normal();
+    std::error_code error;
+    if (!fs::exists(path, error)) {
+      fail(ExitCode::data, "{}: {} does not exist (relative paths are taken from the repository root)", key,
+           path.string());
+    }
+    found.push_back(fmt::format("{} {}: local", key, path.string()));
+  }
+  if (found.empty()) return "no data.source (command mode)";
+  return fmt::format("{}", fmt::join(found, "; "));
+}
+
+// s3:// outputs: puts and deletes a probe object under the prefix, with the data's endpoint and credentials.
+std::string check_s3_output(const spec::Spec& spec) {
+  s3::ConnectionOptions options;
+  options.endpoint = spec.data.endpoint;
+  options.credentials_file = spec.data.credentials;
+  s3::Client client(s3::resolve_connection(options));
+  const s3::S3Url url = s3::parse_s3_url(spec.job.output);
+  const std::string prefix = url.key.empty() || url.key.back() == '/' ? url.key : url.key + "/";
+  const std::string key = prefix + fmt::format(".trainpoint-preflight-{}", ::getpid());
+  const fs::path probe = fs::temp_directory_path() / fmt::format("trainpoint-preflight-{}", ::getpid());
+  write_file_atomic(probe, "trainpoint preflight probe\n");
+  try {
+    client.upload(url.bucket, {{probe, key}});
+    client.remove(url.bucket, key);
+  } catch (const Error& error) {
+    fs::remove(probe);
+    // A missing bucket is the output's problem here, not the data's.
+    if (error.code() == ExitCode::data) fail(ExitCode::output, "job.output {}: {}", spec.job.output, error.what());
+    throw;
+  }
+  fs::remove(probe);
+  return fmt::format("job.output {}: wrote and deleted a probe object at {} (credentials from {})", spec.job.output,
+                     client.connection().endpoint, client.connection().credentials.source);
+}
+
+// Writes and deletes a probe file where the outputs go (or, before they exist, where they would be created).
+std::string check_output(const fs::path& output) {
+  const fs::path directory = existing_ancestor(output);
+  std::error_code error;
+  if (!fs::is_directory(directory, error)) {
+    fail(ExitCode::output, "job.output: {} is not a directory: fix job.output", directory.string());
+  }
+  const fs::path probe = directory / fmt::format(".trainpoint-preflight-{}", ::getpid());
+  {
+    std::ofstream out(probe);
+    if (out) out << "trainpoint preflight probe\n";
+    if (!out || !out.flush()) {
+      const int cause = errno;
+      const bool full = cause == ENOSPC || cause == EDQUOT;
+      fail(full ? ExitCode::storage : ExitCode::output,
+           "job.output: cannot write in {}: {}: fix job.output or the directory's permissions", directory.string(),
+           std::strerror(cause));
+    }
+  }
+  if (!fs::remove(probe, error)) {
+    fail(ExitCode::output, "job.output: cannot delete a file in {}: {}", directory.string(), error.message());
+  }
+  const fs::path absolute = fs::absolute(output).lexically_normal();
+  return directory == absolute ? fmt::format("{} is writable", absolute.string())
+                               : fmt::format("{} will be created in {}, which is writable", absolute.string(),
+                                             directory.string());
+}
+
+std::string check_gpus(const spec::Spec& spec, int visible) {
+  const auto wanted = spec.dist.nproc_per_node;  // 0: auto
+  if (spec.dist.backend == "nccl" && visible == 0) {
+    fail(ExitCode::usage, "dist.backend = \"nccl\" needs GPUs but none are visible: request nvidia.com/gpu for the "
+         "pod (k8s.gpus_per_worker) or use dist.backend = \"gloo\"");
+  }
+  if (visible > 0 && wanted > visible) {
+    fail(ExitCode::usage, "dist.nproc_per_node = {} but only {} GPUs are visible: lower dist.nproc_per_node or request "
+         "more GPUs", wanted, visible);
+  }
+  if (visible == 0) {
+    return fmt::format("no GPU visible: CPU training with {} process(es) per node", wanted > 0 ? wanted : 1);
+  }
+  return fmt::format("{} GPU(s) visible, {} process(es) per node", visible, wanted > 0 ? wanted : visible);
+}
+
+// Waits (until `timeout`) for the master's address to resolve and its port to accept a connection.
+std::string check_master(const dist::Topology& topology, std::chrono::seconds timeout) {
+  const auto started = Clock::now();
+  const auto deadline = started + timeout;
+  const std::string where = fmt::format("{}:{}", topology.master_addr, topology.master_port);
+  std::string last_cause;
+  auto next_log = started + std::chrono::seconds(10);
+  for (Clock::duration delay = std::chrono::milliseconds(100);;
+       delay = std::min<Clock::duration>(delay * 2, std::chrono::seconds(2))) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* addresses = nullptr;
+    const int resolved = ::getaddrinfo(topology.master_addr.c_str(), std::to_string(topology.master_port).c_str(),
+                                       &hints, &addresses);
+    if (resolved != 0) {
+      last_cause = fmt::format("{} does not resolve ({})", topology.master_addr, ::gai_strerror(resolved));
+    } else {
+      last_cause.clear();
+      for (addrinfo* address = addresses; address != nullptr; address = address->ai_next) {
+        const int fd = ::socket(address->ai_family, address->ai_socktype | SOCK_CLOEXEC, address->ai_protocol);
+        if (fd < 0) continue;
+        const bool connected = ::connect(fd, address->ai_addr, address->ai_addrlen) == 0;
+        last_cause = connected ? "" : fmt::format("{} refuses connections ({})", where, std::strerror(errno));
+        ::close(fd);
+        if (connected) break;
+      }
+      ::freeaddrinfo(addresses);
+      if (last_cause.empty()) {
+        return fmt::format("master {} answers (after {:.1f}s)", where,
+                           std::chrono::duration<double>(Clock::now() - started).count());
+      }
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    if (now >= next_log) {
+      spdlog::info("preflight: waiting for the master {}: {}", where, last_cause);
+      next_log = now + std::chrono::seconds(10);
+    }
+    std::this_thread::sleep_for(std::min(delay, deadline - now));  // the last try is at the deadline
+  }
+  fail(ExitCode::peer_lost, "the master {} did not answer within dist.timeout_s = {}s: {}; check MASTER_ADDR and "
+       "MASTER_PORT (or PET_MASTER_*) and that the master pod is running", where, timeout.count(), last_cause);
+}
+
+std::uint64_t bytes_under(const fs::path& directory) {
+  std::uint64_t bytes = 0;
+  std::error_code error;
+  for (auto it = fs::recursive_directory_iterator(directory, error); !error && it != fs::recursive_directory_iterator();
+       it.increment(error)) {
+    std::error_code ignored;
+    if (it->is_regular_file(ignored)) bytes += it->file_size(ignored);
+  }
+  return bytes;
+}
+
+// Free space for the checkout and the S3 cache: the data not cached yet plus kWorkdirHeadroomBytes.
+std::string check_disk(const fs::path& workdir, std::uint64_t s3_bytes) {
+  const fs::path directory = existing_ancestor(workdir);
+  struct statvfs stats {};
+  if (::statvfs(directory.c_str(), &stats) != 0) {
+    fail(ExitCode::storage, "cannot read the free space of {}: {}", directory.string(), std::strerror(errno));
+  }
+  const std::uint64_t free_bytes = static_cast<std::uint64_t>(stats.f_bavail) * stats.f_frsize;
+  const std::uint64_t cached = bytes_under(fs::absolute(workdir) / "cache" / "s3");
+  const std::uint64_t data = s3_bytes > cached ? s3_bytes - cached : 0;
+  const std::uint64_t needed = data + kWorkdirHeadroomBytes;
+  if (free_bytes < needed) {
+    fail(ExitCode::storage, "the work directory {} has {} free but needs {} ({} of S3 data not cached yet and {} for "
+         "checkouts and outputs): free space or give --workdir a larger volume", directory.string(),
+         size_text(free_bytes), size_text(needed), size_text(data), size_text(kWorkdirHeadroomBytes));
+  }
+  return fmt::format("{} free in {}, {} needed", size_text(free_bytes), directory.string(), size_text(needed));
+}
+
+// /dev/shm: NCCL and PyTorch's DataLoader workers (command mode) keep buffers there; trainpoint's own
+// Gloo training does not use it.
+std::string check_shm(const spec::Spec& spec, int visible_gpus, int local_processes) {
+  const bool command_mode = !spec.job.command.empty();
+  const bool nccl = spec.dist.backend == "nccl" || (spec.dist.backend == "auto" && visible_gpus > 0);
+  const std::uint64_t needed = nccl || command_mode ? kShmPerProcessBytes * static_cast<std::uint64_t>(local_processes) : 0;
+  struct statvfs stats {};
+  if (::statvfs("/dev/shm", &stats) != 0) {
+    if (needed == 0) return "no /dev/shm, and none is needed";
+    fail(ExitCode::usage, "/dev/shm is missing ({}) but {} is needed: mount a memory-backed /dev/shm (k8s.shm_size)",
+         std::strerror(errno), size_text(needed));
+  }
+  const std::uint64_t free_bytes = static_cast<std::uint64_t>(stats.f_bavail) * stats.f_frsize;
+  const std::uint64_t size = static_cast<std::uint64_t>(stats.f_blocks) * stats.f_frsize;
+  if (free_bytes < needed) {
+    fail(ExitCode::usage, "/dev/shm has {} free of {} but {} processes need {} ({} each with NCCL or in command mode): "
+         "raise k8s.shm_size (--shm-size)", size_text(free_bytes), size_text(size), local_processes,
+         size_text(needed), size_text(kShmPerProcessBytes));
+  }
+  return fmt::format("/dev/shm: {} free of {}, {} needed", size_text(free_bytes), size_text(size), size_text(needed));
+}
+
+}  // namespace
+
+const CheckResult* Report::first_failure() const {
+  for (const auto& check : checks) {
+    if (check.status == Status::failed) return &check;
+  }
+  return nullptr;
+}
+
+Report run(const Request& request) {
+  Report report;
+  auto add = [&](CheckResult result) {
+    report.checks.push_back(std::move(result));
+    return report.checks.back().status != Status::failed;
+  };
+  const char* later[] = {"data", "output", "gpus", "master", "disk", "shm"};
+  auto skip_rest = [&](const std::string& why) {
+    for (const char* name : later) add(skipped(name, why));
+  };
+
+  bool ref_ok = true;
+  if (request.git.url.empty()) {
+    add(skipped("git ref", "local spec, no repository"));
+  } else {
+    ref_ok = add(timed("git ref", [&] { return check_ref(request.git); }));
+  }
+  if (!ref_ok) {
+    add(skipped("spec", "the ref does not resolve"));
+    skip_rest("the ref does not resolve");
+    return report;
+  }
+  std::optional<SpecInRepo> loaded;
+  const bool spec_ok = add(timed("spec", [&] {
+    loaded = request.load_spec();
+    return fmt::format("valid: job '{}'", loaded->spec.job.name);
+  }));
+  if (!spec_ok) {
+    skip_rest("the spec is not valid");
+    return report;
+  }
+  const spec::Spec& spec = loaded->spec;
+
+  std::uint64_t s3_bytes = 0;
+  add(timed("data", [&] { return check_data(*loaded, s3_bytes); }));
+  add(timed("output", [&] {
+    return is_s3(spec.job.output) ? check_s3_output(spec) : check_output(request.workdir / spec.job.output);
+  }));
+  add(timed("gpus", [&] { return check_gpus(spec, request.visible_gpus); }));
+  // The launcher's variables, read as `run` reads them (a usage error fails the master check).
+  std::optional<dist::Topology> topology;
+  const bool topology_ok = add(timed("master", [&]() -> std::string {
+    topology = dist::read_topology(request.environment, static_cast<int>(spec.dist.nproc_per_node),
+                                   request.visible_gpus);
+    if (topology->world_size() == 1) return "single process: no rendezvous";
+    if (topology->node_rank == 0) {
+      return fmt::format("this node is the master ({}:{}), node 0 of {}", topology->master_addr,
+                         topology->master_port, topology->nnodes);
+    }
+    return check_master(*topology, std::chrono::seconds(spec.dist.timeout_s));
+  }));
+  add(timed("disk", [&] { return check_disk(request.workdir, s3_bytes); }));
+  const int local_processes = topology_ok && topology ? topology->nproc_per_node : 1;
+  add(timed("shm", [&] { return check_shm(spec, request.visible_gpus, local_processes); }));
+  return report;
+}
+
+std::string format_table(const Report& report) {
+  std::size_t width = 5;
+  for (const auto& check : report.checks) width = std::max(width, check.name.size());
+  std::string table = fmt::format("{:<{}}  {:<7}  {:>7}  {}\n", "CHECK", width, "STATUS", "SECONDS", "DETAIL");
+  for (const auto& check : report.checks) {
+    const char* status = check.status == Status::passed ? "ok" : check.status == Status::failed ? "FAILED" : "skipped";
+    const std::string seconds = check.status == Status::skipped ? "-" : fmt::format("{:.2f}", check.seconds);
+    table += fmt::format("{:<{}}  {:<7}  {:>7}  {}\n", check.name, width, status, seconds, check.detail);
+  }
+  return table;
+}
+
+void throw_first_failure(const Report& report) {
+  if (const CheckResult* failure = report.first_failure()) {
+    throw Error(*failure->code, fmt::format("preflight check '{}' failed: {}", failure->name, failure->detail));
+  }
+}
+
+}  // namespace tp::preflight
