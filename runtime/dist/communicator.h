@@ -32,7 +32,8 @@ class Communicator {
   virtual int world_size() const = 0;
   // Sums each tensor element-wise over all ranks, in place.
   virtual void all_reduce_sum(std::vector<at::Tensor>& tensors) = 0;
-  // Starts summing `tensor` over all ranks in place; the tensor must outlive the wait.
+  // Starts summing `tensor` over all ranks in place; the tensor must outlive the wait. With NCCL it must be
+  // on this rank's GPU (the synchronous collectives also take CPU tensors, staged through the GPU).
   virtual std::unique_ptr<PendingCollective> all_reduce_sum_async(at::Tensor& tensor) = 0;
   // Copies `root`'s tensors into every other rank's, in place.
   virtual void broadcast(std::vector<at::Tensor>& tensors, int root) = 0;

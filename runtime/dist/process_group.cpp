@@ -416,7 +416,11 @@ class ProcessGroupCommunicator final : public Communicator {
   int world_size() const override { return options_.world_size; }
 
   void all_reduce_sum(std::vector<at::Tensor>& tensors) override {
-    for (auto& tensor : tensors) all_reduce_sum_async(tensor)->wait();
+    for (auto& tensor : tensors) {
+      at::Tensor staged = to_backend_device(tensor);
+      all_reduce_sum_async(staged)->wait();
+      if (!staged.is_same(tensor)) tensor.copy_(staged);
+    }
   }
 
   std::unique_ptr<PendingCollective> all_reduce_sum_async(at::Tensor& tensor) override {
@@ -428,8 +432,9 @@ class ProcessGroupCommunicator final : public Communicator {
     c10d::BroadcastOptions broadcast_options;
     broadcast_options.rootRank = root;
     for (auto& tensor : tensors) {
-      std::vector<at::Tensor> one{tensor};
+      std::vector<at::Tensor> one{to_backend_device(tensor)};
       start([&] { return backend_->broadcast(one, broadcast_options); }, Phase::broadcast)->wait();
+      if (!one[0].is_same(tensor)) tensor.copy_(one[0]);
     }
   }
 
@@ -439,6 +444,13 @@ class ProcessGroupCommunicator final : public Communicator {
   }
 
   void set_progress(std::int64_t step, Phase phase) override { heartbeat_->set_progress(step, phase); }
+
+  // NCCL reduces only CUDA tensors: the trainer's small CPU tensors (counts, flags, totals) travel through
+  // this rank's GPU and back, so training code need not know the backend.
+  at::Tensor to_backend_device(const at::Tensor& tensor) const {
+    if (options_.backend != "nccl" || tensor.is_cuda()) return tensor;
+    return tensor.to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(options_.device_index)));
+  }
 
   Heartbeat& heartbeat() { return *heartbeat_; }
 
