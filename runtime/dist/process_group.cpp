@@ -113,12 +113,17 @@ class Heartbeat {
   // rank that has just died is seen to have stopped beating.
   std::string describe_lost_ranks() {
     std::unique_lock<std::mutex> lock(mutex_);
+    // The diagnosis may not hold the exit back by more than half the collective timeout (at least 3 s):
+    // a job must fail within about dist.timeout_s even when the heartbeats are slower than that.
+    const auto started = Clock::now();
+    const auto give_up = started + std::max<Clock::duration>(std::chrono::seconds(3), options_.timeout / 2);
+    const auto until = [&](Clock::duration wait) { return std::min(Clock::now() + wait, give_up); };
     // One fresh round first: this rank's view may be old if the process itself was paused.
     const std::int64_t fresh = rounds_ + 1;
-    observed_.wait_for(lock, options_.heartbeat + kStoreTimeout + std::chrono::seconds(1),
-                       [&] { return rounds_ >= fresh || stopping_; });
-    observed_.wait_for(lock, options_.heartbeat * 3 + std::chrono::seconds(2),
-                       [this] { return store_error_ || stopping_ || any_silent(Clock::now()); });
+    observed_.wait_until(lock, until(options_.heartbeat + kStoreTimeout + std::chrono::seconds(1)),
+                         [&] { return rounds_ >= fresh || stopping_; });
+    observed_.wait_until(lock, until(options_.heartbeat * 3 + std::chrono::seconds(2)),
+                         [this] { return store_error_ || stopping_ || any_silent(Clock::now()); });
     // Once the store is gone nothing more is learnt: judge the ranks as they were when it went.
     const auto now = store_error_ ? store_failed_at_ : Clock::now();
     std::vector<std::string> blamed;
