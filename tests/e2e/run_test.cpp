@@ -82,6 +82,16 @@ class EndToEnd : public ::testing::Test {
     return text;
   }
 
+  // Copies the repository's data to s3://test-bucket/shapes; returns the `env ...` prefix of commands that
+  // reach the server.
+  std::string upload_data(const testing::S3Server& server) {
+    const std::string s3_env = "env AWS_ENDPOINT_URL=" + server.endpoint() +
+                               " AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER ";
+    run_checked(s3_env + testing::trainpoint_binary() + " s3 cp --recursive " +
+                shell_quote((repo_ / "data").string()) + " s3://test-bucket/shapes");
+    return s3_env;
+  }
+
   testing::CommandResult trainpoint(const std::string& arguments) {
     return run_command(testing::trainpoint_binary() + " " + arguments);
   }
@@ -220,11 +230,7 @@ TEST_F(EndToEnd, SigtermSavesACheckpointAndTheRestartEndsWhereAStraightRunDoes) 
 // Data in an S3 bucket (s3rver), staged by two ranks that each take their share, then again from the cache.
 TEST_F(EndToEnd, TwoRanksTrainFromS3WithShardedStagingAndACacheOnRestart) {
   testing::S3Server server;
-  const std::string s3_env = "env AWS_ENDPOINT_URL=" + server.endpoint() +
-                             " AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER ";
-  const auto upload = run_command(s3_env + testing::trainpoint_binary() + " s3 cp --recursive " +
-                                  shell_quote((repo_ / "data").string()) + " s3://test-bucket/shapes");
-  ASSERT_EQ(upload.exit_code, 0) << upload.output;
+  const std::string s3_env = upload_data(server);
   const std::string run = s3_env + "MASTER_PORT=" + std::to_string(testing::free_port()) + " " +
                           testing::trainpoint_binary() + " run --repo " + repo_.string() + " --ref " + first_ +
                           " --spec train.toml --set data.source=s3://test-bucket/shapes --set data.staging=shard" +
@@ -253,11 +259,7 @@ TEST_F(EndToEnd, TwoRanksTrainFromS3WithShardedStagingAndACacheOnRestart) {
 // restarted with an empty disk resumes from the checkpoint it finds there.
 TEST_F(EndToEnd, StreamsFromS3WritesOutputsToS3AndResumesFromThemOnANewDisk) {
   testing::S3Server server;
-  const std::string s3_env = "env AWS_ENDPOINT_URL=" + server.endpoint() +
-                             " AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER ";
-  const auto upload = run_command(s3_env + testing::trainpoint_binary() + " s3 cp --recursive " +
-                                  shell_quote((repo_ / "data").string()) + " s3://test-bucket/shapes");
-  ASSERT_EQ(upload.exit_code, 0) << upload.output;
+  const std::string s3_env = upload_data(server);
   const auto run = [&](int epochs, const std::string& workdir) {
     return run_command(s3_env + "MASTER_PORT=" + std::to_string(testing::free_port()) + " " +
                        testing::trainpoint_binary() + " run --repo " + repo_.string() + " --ref " + first_ +
