@@ -29,7 +29,6 @@ std::string size_text(std::uint64_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1ull << 20));
 }
 
-bool is_s3(const std::string& source) { return source.rfind("s3://", 0) == 0; }
 
 // The directory itself if it exists, else its nearest existing ancestor (where it would be created).
 fs::path existing_ancestor(fs::path path) {
@@ -83,6 +82,14 @@ std::string check_ref(const git::CheckoutRequest& request) {
   return fmt::format("{} at '{}': {} is commit {}", url, request.ref.empty() ? "HEAD" : request.ref, ref.name, ref.sha);
 }
 
+// The spec's S3 settings, as `run` uses them (runtime/storage, which this torch-free module cannot link).
+s3::ConnectionOptions connection_options(const spec::DataSpec& data) {
+  s3::ConnectionOptions options;
+  options.endpoint = data.endpoint;
+  options.credentials_file = data.credentials;
+  return options;
+}
+
 // Lists s3:// sources (adding their bytes to `s3_bytes`) and finds local ones.
 std::string check_data(const SpecInRepo& loaded, std::uint64_t& s3_bytes) {
   const spec::DataSpec& data = loaded.spec.data;
@@ -90,11 +97,8 @@ std::string check_data(const SpecInRepo& loaded, std::uint64_t& s3_bytes) {
   for (const auto& [key, source] : {std::pair<const char*, std::string>{"data.source", data.source},
                                     std::pair<const char*, std::string>{"data.valid_source", data.valid_source}}) {
     if (source.empty()) continue;
-    if (is_s3(source)) {
-      s3::ConnectionOptions options;
-      options.endpoint = data.endpoint;
-      options.credentials_file = data.credentials;
-      s3::Client client(s3::resolve_connection(options));
+    if (s3::is_s3_url(source)) {
+      s3::Client client(s3::resolve_connection(connection_options(data)));
       const s3::SourceListing listing = s3::list_source(client, source);
       s3_bytes += listing.bytes;
       found.push_back(fmt::format("{} {}: {} objects, {} at {} (credentials from {})", key, source,
@@ -116,12 +120,9 @@ std::string check_data(const SpecInRepo& loaded, std::uint64_t& s3_bytes) {
 
 // s3:// outputs: puts and deletes a probe object under the prefix, with the data's endpoint and credentials.
 std::string check_s3_output(const spec::Spec& spec) {
-  s3::ConnectionOptions options;
-  options.endpoint = spec.data.endpoint;
-  options.credentials_file = spec.data.credentials;
-  s3::Client client(s3::resolve_connection(options));
+  s3::Client client(s3::resolve_connection(connection_options(spec.data)));
   const s3::S3Url url = s3::parse_s3_url(spec.job.output);
-  const std::string prefix = url.key.empty() || url.key.back() == '/' ? url.key : url.key + "/";
+  const std::string prefix = s3::directory_prefix(url.key);
   const std::string key = prefix + fmt::format(".trainpoint-preflight-{}", ::getpid());
   const fs::path probe = fs::temp_directory_path() / fmt::format("trainpoint-preflight-{}", ::getpid());
   write_file_atomic(probe, "trainpoint preflight probe\n");
@@ -325,7 +326,7 @@ Report run(const Request& request) {
   std::uint64_t s3_bytes = 0;
   add(timed("data", [&] { return check_data(*loaded, s3_bytes); }));
   add(timed("output", [&] {
-    return is_s3(spec.job.output) ? check_s3_output(spec) : check_output(request.workdir / spec.job.output);
+    return s3::is_s3_url(spec.job.output) ? check_s3_output(spec) : check_output(request.workdir / spec.job.output);
   }));
   add(timed("gpus", [&] { return check_gpus(spec, request.visible_gpus); }));
   // The launcher's variables, read as `run` reads them (a usage error fails the master check).

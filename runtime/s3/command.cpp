@@ -78,10 +78,6 @@ Arguments parse(const std::vector<std::string>& args) {
   return parsed;
 }
 
-bool is_s3(const std::string& location) {
-  return location.rfind("s3://", 0) == 0;
-}
-
 std::string file_md5_hex(const fs::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail(ExitCode::output, "cannot read {}", path.string());
@@ -121,9 +117,9 @@ int copy_command(const Arguments& arguments) {
   if (arguments.positional.size() != 2) fail(ExitCode::usage, "{}", kUsage);
   const std::string& source = arguments.positional[0];
   const std::string& destination = arguments.positional[1];
-  if (is_s3(source) == is_s3(destination))
+  if (is_s3_url(source) == is_s3_url(destination))
     fail(ExitCode::usage, "one side of cp must be s3://, the other local");
-  if (is_s3(destination)) {
+  if (is_s3_url(destination)) {
     Client client(resolve_connection(arguments.connection), arguments.transfer);
     if (fs::is_directory(source) && !arguments.recursive) {
       fail(ExitCode::usage, "{} is a directory: add --recursive", source);
@@ -155,9 +151,9 @@ int sync_command(const Arguments& arguments) {
   if (arguments.positional.size() != 2) fail(ExitCode::usage, "{}", kUsage);
   const std::string& source = arguments.positional[0];
   const std::string& destination = arguments.positional[1];
-  if (is_s3(source) == is_s3(destination))
+  if (is_s3_url(source) == is_s3_url(destination))
     fail(ExitCode::usage, "one side of sync must be s3://, the other local");
-  if (is_s3(source)) {
+  if (is_s3_url(source)) {
     const StagedData staged = stage(stage_request(arguments, source, destination));
     std::printf("downloaded %zu objects, %zu unchanged, into %s\n", staged.downloaded, staged.cached,
                 staged.root.c_str());
@@ -166,7 +162,7 @@ int sync_command(const Arguments& arguments) {
   // Upload the files that S3 lacks or holds with another size or content (MD5 against a single-part ETag).
   if (!fs::is_directory(source)) fail(ExitCode::usage, "sync uploads a directory; {} is not one", source);
   const S3Url url = parse_s3_url(destination);
-  const std::string prefix = url.key.empty() || url.key.back() == '/' ? url.key : url.key + "/";
+  const std::string prefix = directory_prefix(url.key);
   Client client(resolve_connection(arguments.connection), arguments.transfer);
   std::map<std::string, ObjectInfo> remote;
   for (auto& object : client.list(url.bucket, prefix).objects) remote[object.key] = object;

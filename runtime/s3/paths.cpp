@@ -49,6 +49,12 @@ S3Url parse_s3_url(const std::string& url) {
   return parsed;
 }
 
+bool is_s3_url(const std::string& location) { return location.rfind("s3://", 0) == 0; }
+
+std::string directory_prefix(const std::string& prefix) {
+  return prefix.empty() || prefix.back() == '/' ? prefix : prefix + "/";
+}
+
 bool is_folder_marker(const ObjectInfo& object) {
   return !object.key.empty() && object.key.back() == '/';
 }

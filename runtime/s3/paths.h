@@ -13,6 +13,8 @@ struct S3Url {
   std::string bucket;
   std::string key;  // the prefix or object key; may be empty
 };
+// Whether `location` is an s3:// URL (rather than a local path).
+bool is_s3_url(const std::string& location);
 // Parses "s3://bucket/key"; throws tp::Error(usage) for anything else.
 S3Url parse_s3_url(const std::string& url);
 
@@ -20,6 +22,8 @@ S3Url parse_s3_url(const std::string& url);
 // key that could escape the destination or cannot be a file name: "..", ".", empty segments, a leading
 // '/', control bytes, invalid UTF-8, segments over 255 bytes, or names trainpoint uses for its own files.
 std::filesystem::path local_path_for_key(const std::string& key, const std::string& prefix);
+// `prefix` as a "directory": with a trailing '/' unless it is empty.
+std::string directory_prefix(const std::string& prefix);
 // A key ending in '/' is a "folder" marker that consoles create: nothing to stage.
 bool is_folder_marker(const ObjectInfo& object);
 // True for the temporary files downloads write before renaming (".<name>.tmp-<pid>-<n>").

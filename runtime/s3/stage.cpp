@@ -131,10 +131,6 @@ void remove_stale_temporaries(const fs::path& root) {
   }
 }
 
-std::string directory_prefix(const std::string& prefix) {
-  return prefix.empty() || prefix.back() == '/' ? prefix : prefix + "/";
-}
-
 }  // namespace
 
 SourceListing list_source(Client& client, const std::string& source) {

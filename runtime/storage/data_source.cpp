@@ -15,13 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-s3::ConnectionOptions connection_options(const spec::DataSpec& spec) {
-  s3::ConnectionOptions options;
-  options.endpoint = spec.endpoint;
-  options.credentials_file = spec.credentials;
-  return options;
-}
-
 // A directory holding exactly the staged objects (hard links into the cache), so that objects
 // cached by earlier runs or for other ranks of the node are not read as data.
 fs::path make_view(const s3::StagedData& staged, const fs::path& view) {
@@ -60,10 +53,7 @@ std::shared_ptr<StreamedFiles> stream(const std::string& source, const spec::Dat
                                       const Placement& placement, fs::path& directory) {
   const s3::S3Url url = s3::parse_s3_url(source);
   auto client = std::make_unique<s3::Client>(s3::resolve_connection(connection_options(spec)));
-  const std::string prefix = url.key.empty() || url.key.back() == '/' ? url.key : url.key + "/";
-  std::vector<s3::ObjectInfo> listed = client->list(url.bucket, prefix).objects;
-  listed.erase(std::remove_if(listed.begin(), listed.end(), s3::is_folder_marker), listed.end());
-  if (listed.empty()) fail(ExitCode::data, "no objects under {} at {}", source, client->connection().endpoint);
+  const s3::SourceListing listing = s3::list_source(*client, source);
 
   // A rank's own directory: eviction must not delete what another rank of the node is reading.
   directory = placement.workdir / "cache" / "stream" / fmt::format("rank-{}", placement.rank);
@@ -76,10 +66,8 @@ std::shared_ptr<StreamedFiles> stream(const std::string& source, const spec::Dat
   std::vector<fs::path> image_paths;
   std::vector<s3::DownloadItem> others;
   std::vector<fs::path> other_files;
-  std::uint64_t bytes = 0;
-  for (const auto& object : listed) {
-    const fs::path relative = s3::local_path_for_key(object.key, prefix);
-    bytes += object.size;
+  for (const auto& object : listing.objects) {
+    const fs::path relative = s3::local_path_for_key(object.key, listing.prefix);
     if (data::has_image_extension(relative)) {
       images.push_back(object);
       image_paths.push_back(relative);
@@ -90,7 +78,7 @@ std::shared_ptr<StreamedFiles> stream(const std::string& source, const spec::Dat
   }
   if (!others.empty()) client->download(url.bucket, others);
   spdlog::info("streaming {}: {} images, {:.1f} MiB in all, through a cache of {} MiB in {}", source,
-               images.size(), static_cast<double>(bytes) / (1 << 20), spec.stream_cache_mb, directory.string());
+               images.size(), static_cast<double>(listing.bytes) / (1 << 20), spec.stream_cache_mb, directory.string());
   s3::PrefetchCache::Options options;
   options.capacity_bytes = static_cast<std::uint64_t>(spec.stream_cache_mb) << 20;
   return std::make_shared<StreamedFiles>(std::move(client), url.bucket, std::move(images), image_paths, directory,
@@ -99,7 +87,12 @@ std::shared_ptr<StreamedFiles> stream(const std::string& source, const spec::Dat
 
 }  // namespace
 
-bool is_s3(const std::string& location) { return location.rfind("s3://", 0) == 0; }
+s3::ConnectionOptions connection_options(const spec::DataSpec& spec) {
+  s3::ConnectionOptions options;
+  options.endpoint = spec.endpoint;
+  options.credentials_file = spec.credentials;
+  return options;
+}
 
 data::Datasets open_data(const spec::DataSpec& spec, const fs::path& root, const Placement& placement,
                          std::uint64_t seed) {
@@ -107,7 +100,7 @@ data::Datasets open_data(const spec::DataSpec& spec, const fs::path& root, const
   const bool multi_rank = placement.topology.world_size() > 1;
   std::shared_ptr<const data::FileStore> store = data::local_files();
   bool rank_share = false;
-  if (is_s3(spec.source)) {
+  if (s3::is_s3_url(spec.source)) {
     if (spec.staging == "stream" && spec.format != "table_csv") {
       fs::path directory;
       store = stream(spec.source, spec, placement, directory);
@@ -118,14 +111,14 @@ data::Datasets open_data(const spec::DataSpec& spec, const fs::path& root, const
       local.source = stage(spec.source, spec, placement, rank_share, "train").string();
     }
   }
-  if (is_s3(spec.valid_source)) local.valid_source = stage(spec.valid_source, spec, placement, false, "valid").string();
+  if (s3::is_s3_url(spec.valid_source)) local.valid_source = stage(spec.valid_source, spec, placement, false, "valid").string();
   data::Datasets data = data::open(local, root, seed, store);
   data.rank_share = rank_share;
   return data;
 }
 
 fs::path local_data_for_command(const spec::DataSpec& spec, const fs::path& root, const Placement& placement) {
-  if (is_s3(spec.source)) return stage(spec.source, spec, placement, false, "source");
+  if (s3::is_s3_url(spec.source)) return stage(spec.source, spec, placement, false, "source");
   if (spec.source.find("://") != std::string::npos) {
     fail(ExitCode::spec, "data.source '{}': only local paths and s3:// sources are supported", spec.source);
   }

@@ -7,6 +7,7 @@
 
 #include "data/dataset.h"
 #include "dist/topology.h"
+#include "s3/credentials.h"
 #include "spec/spec.h"
 
 namespace tp::storage {
@@ -28,6 +29,8 @@ data::Datasets open_data(const spec::DataSpec& spec, const std::filesystem::path
 std::filesystem::path local_data_for_command(const spec::DataSpec& spec, const std::filesystem::path& root,
                                              const Placement& placement);
 
-bool is_s3(const std::string& location);
+// S3 connection settings from the spec (`data.endpoint`, `data.credentials`), for the data and for s3://
+// outputs alike.
+s3::ConnectionOptions connection_options(const spec::DataSpec& spec);
 
 }  // namespace tp::storage

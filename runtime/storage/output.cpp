@@ -15,18 +15,15 @@ namespace tp::storage {
 namespace fs = std::filesystem;
 
 OutputLocation::OutputLocation(const spec::Spec& spec, const fs::path& workdir) : name_(spec.job.output) {
-  if (!is_s3(name_)) {
+  if (!s3::is_s3_url(name_)) {
     local_dir_ = fs::absolute(workdir / name_);
     return;
   }
   const s3::S3Url url = s3::parse_s3_url(name_);
   bucket_ = url.bucket;
-  prefix_ = url.key.empty() || url.key.back() == '/' ? url.key : url.key + "/";
+  prefix_ = s3::directory_prefix(url.key);
   local_dir_ = fs::absolute(workdir / "outputs" / bucket_ / prefix_);
-  s3::ConnectionOptions options;
-  options.endpoint = spec.data.endpoint;
-  options.credentials_file = spec.data.credentials;
-  client_ = std::make_unique<s3::Client>(s3::resolve_connection(options));
+  client_ = std::make_unique<s3::Client>(s3::resolve_connection(connection_options(spec.data)));
 }
 
 OutputLocation::~OutputLocation() = default;

@@ -136,6 +136,16 @@ Parameters place_model(torch::jit::Module& model, const spec::TrainSpec& train, 
   return parameters;
 }
 
+// The spec's batches, from `first_batch` on; pinned memory for a GPU.
+data::LoaderOptions loader_options(const spec::Spec& spec, c10::Device device, std::size_t first_batch = 0) {
+  data::LoaderOptions options;
+  options.batch_size = spec.train.batch_size;
+  options.workers = static_cast<int>(spec.data.workers);
+  options.first_batch = first_batch;
+  options.pin_memory = device.is_cuda();
+  return options;
+}
+
 // A batch on the training device (copied asynchronously from pinned memory on CUDA).
 data::Batch on_device(data::Batch batch, c10::Device device, bool channels_last) {
   batch.inputs = batch.inputs.to(device, /*non_blocking=*/true);
@@ -251,11 +261,7 @@ Totals validate(torch::jit::Module& model, const data::Datasets& data, const spe
   for (std::size_t i = first; i < data.valid->size(); i += stride) mine.push_back(i);
   torch::NoGradGuard no_grad;
   model.eval();
-  data::LoaderOptions loader_options;
-  loader_options.batch_size = spec.train.batch_size;
-  loader_options.workers = static_cast<int>(spec.data.workers);
-  loader_options.pin_memory = device.is_cuda();
-  data::Loader loader(data.valid, mine, 0, loader_options);
+  data::Loader loader(data.valid, mine, 0, loader_options(spec, device));
   while (auto next = loader.next()) {
     const auto batch = on_device(std::move(*next), device, spec.train.channels_last);
     const torch::Tensor output = precision.forward(model, batch.inputs);
@@ -491,12 +497,8 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
     const auto epoch_started = Clock::now();
     std::vector<std::size_t> indices = sampler.indices(epoch);
     indices.resize(std::min(indices.size(), samples_per_rank));
-    data::LoaderOptions loader_options;
-    loader_options.batch_size = spec.train.batch_size;
-    loader_options.workers = static_cast<int>(spec.data.workers);
-    loader_options.first_batch = static_cast<std::size_t>(position.batches_done);
-    loader_options.pin_memory = device.is_cuda();
-    data::Loader loader(data.train, std::move(indices), epoch, loader_options);
+    data::Loader loader(data.train, std::move(indices), epoch,
+                        loader_options(spec, device, static_cast<std::size_t>(position.batches_done)));
     // Rank 0 speaks for the job; the other ranks log only warnings and errors.
     std::optional<log::Progress> progress;
     if (writer) {
@@ -665,11 +667,7 @@ LrFindResult find_learning_rate(torch::jit::Module& model, const data::Datasets&
   for (std::int64_t epoch = 0; !done; ++epoch) {
     std::vector<std::size_t> indices = sampler.indices(epoch);
     indices.resize(std::min(indices.size(), samples_per_rank));
-    data::LoaderOptions loader_options;
-    loader_options.batch_size = spec.train.batch_size;
-    loader_options.workers = static_cast<int>(spec.data.workers);
-    loader_options.pin_memory = device.is_cuda();
-    data::Loader loader(data.train, std::move(indices), epoch, loader_options);
+    data::Loader loader(data.train, std::move(indices), epoch, loader_options(spec, device));
     if (loader.num_batches() == 0) fail(ExitCode::data, "lr_find: no training samples on rank {}", communicator.rank());
     try {
       while (auto next = loader.next()) {
