@@ -90,8 +90,10 @@ class Precision {
     for (const auto& parameter : parameters) {
       if (parameter.grad().defined()) grads.push_back(parameter.grad());
     }
-    bool finite = true;
-    for (const auto& grad : grads) finite = finite && torch::isfinite(grad).all().item<bool>();
+    // One device-to-host sync for all the gradients, not one per tensor.
+    std::vector<torch::Tensor> finite_each;
+    for (const auto& grad : grads) finite_each.push_back(torch::isfinite(grad).all());
+    const bool finite = finite_each.empty() || torch::stack(finite_each).all().item<bool>();
     if (!finite) {
       *scale_ /= 2;
       good_steps_ = 0;
