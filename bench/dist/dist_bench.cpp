@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   schema.input_shape = {512};
   schema.num_outputs = 10;
   auto model = tp::model::create(model_spec, schema, ".", 1);
-  tp::model::run_op_by_op();  // as the trainer does
+  tp::model::configure_process_for_training();  // as the trainer does
   std::vector<torch::Tensor> parameters;
   std::vector<std::string> names;
   std::int64_t count = 0;

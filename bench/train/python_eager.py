@@ -1,6 +1,8 @@
 """Training step throughput of the same architectures in Python PyTorch eager mode (Debian's python3-torch):
 nn.Module, cross-entropy, backward, SGD with momentum, synthetic data. One JSON line, as tp-train-bench.
-usage: python_eager.py ARCH BATCH SIZE CHANNELS STEPS THREADS"""
+With --channels-last, the model and inputs in channels_last memory format (what trainpoint does by default for
+its convolutional nets; a Python user has to ask for it).
+usage: python_eager.py ARCH BATCH SIZE CHANNELS STEPS THREADS [--channels-last]"""
 import json
 import sys
 import time
@@ -28,7 +30,9 @@ class SmallCNN(nn.Module):
 
 
 def main():
-    arch, batch, size, channels, steps, threads = sys.argv[1], *map(int, sys.argv[2:])
+    channels_last = "--channels-last" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--channels-last"]
+    arch, batch, size, channels, steps, threads = args[0], *map(int, args[1:])
     torch.set_num_threads(threads)
     torch.manual_seed(1)
     if arch == "small_cnn":
@@ -39,8 +43,11 @@ def main():
         if channels != 3:
             model.conv1 = nn.Conv2d(channels, 64, 7, 2, 3, bias=False)
     model.train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     inputs = torch.randn(batch, channels, size, size)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        inputs = inputs.contiguous(memory_format=torch.channels_last)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     labels = torch.randint(0, 10, (batch,))
 
     def step():
@@ -54,7 +61,7 @@ def main():
     for _ in range(steps):
         step()
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    print(json.dumps({"engine": "python eager", "config": f"{arch} batch {batch}, {channels}x{size}x{size}", "images_per_s": round(batch * steps / seconds, 1),
+    print(json.dumps({"engine": "python eager, channels_last" if channels_last else "python eager", "config": f"{arch} batch {batch}, {channels}x{size}x{size}", "images_per_s": round(batch * steps / seconds, 1),
                       "images_per_cpu_s": round(batch * steps / cpu, 1)}))
 
 

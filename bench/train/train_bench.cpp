@@ -1,5 +1,6 @@
 // Training step throughput of a built-in model (as trainpoint's trainer runs it: the TorchScript module op by op,
-// cross-entropy, backward, SGD with momentum) on synthetic data. Prints one JSON line with images per
+// in channels_last memory format for the convolutional nets (train.channels_last = "auto"), cross-entropy,
+// backward, SGD with momentum) on synthetic data. Prints one JSON line with images per
 // second and per CPU-second (process CPU time, which holds up when other work shares the cores).
 // usage: tp-train-bench ARCH BATCH SIZE CHANNELS STEPS THREADS
 #include <torch/script.h>
@@ -39,12 +40,20 @@ int main(int argc, char** argv) {
   schema.input_shape = {channels, size, size};
   schema.num_outputs = 10;
   torch::jit::Module model = tp::model::create(model_spec, schema, ".", 1);
-  tp::model::run_op_by_op();  // as the trainer does
+  tp::model::configure_process_for_training();  // as the trainer does
+  const bool channels_last = tp::model::is_built_in_convnet(model_spec);  // as train.channels_last = "auto"
   std::vector<torch::Tensor> parameters;
-  for (const auto& parameter : model.parameters()) parameters.push_back(parameter);
+  for (const auto& parameter : model.parameters()) {
+    if (channels_last && parameter.dim() == 4) {
+      torch::NoGradGuard no_grad;
+      parameter.set_data(parameter.contiguous(at::MemoryFormat::ChannelsLast));
+    }
+    parameters.push_back(parameter);
+  }
   torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(0.01).momentum(0.9));
   model.train();
-  const torch::Tensor inputs = torch::randn({batch, channels, size, size});
+  torch::Tensor inputs = torch::randn({batch, channels, size, size});
+  if (channels_last) inputs = inputs.contiguous(at::MemoryFormat::ChannelsLast);
   const torch::Tensor labels = torch::randint(0, 10, {batch}, torch::kLong);
 
   const auto step = [&] {

@@ -39,9 +39,15 @@ std::vector<std::string> head_parameter_names(const torch::jit::Module& model);
 // get no gradient and are skipped by SGD and Adam(W)).
 void set_body_trainable(torch::jit::Module& model, bool trainable);
 
-// Runs TorchScript modules op by op, as eager PyTorch does, for the whole process. The graph executor's
-// optimizations (profiling, differentiable subgraphs) made training steps 5-40% slower on the CPU
-// (bench/train: small CNN and ResNet-18), and a training run has no use for them.
-void run_op_by_op();
+// Whether `spec` is one of the built-in convolutional nets (small_cnn, the ResNets), which train correctly
+// and at least as fast in channels_last memory format (train.channels_last = "auto").
+bool is_built_in_convnet(const spec::ModelSpec& spec);
+
+// Process-wide settings for training, as the trainer and the benchmarks apply them:
+// - TorchScript modules run op by op, as eager PyTorch does. The graph executor's optimizations
+//   (profiling, differentiable subgraphs) made training steps 5-40% slower on the CPU (bench/train: small
+//   CNN and ResNet-18), and a training run has no use for them.
+// - Freed memory is kept for the next step instead of going back to the kernel (model.cpp says why).
+void configure_process_for_training();
 
 }  // namespace tp::model

@@ -92,7 +92,7 @@ torch::jit::Module tabular(const std::vector<std::int64_t>& hidden, const data::
     block.register_module("bn", layers.batch_norm(units));
     LayerFactory::define(block, R"(
 def forward(self, x):
-    return self.bn.forward(torch.relu(self.linear.forward(x)))
+    return self.bn.forward(torch.relu_(self.linear.forward(x)))
 )");
     blocks.push_back(block);
     width = units;

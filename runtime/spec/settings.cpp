@@ -222,9 +222,13 @@ std::vector<Setting> declare_all() {
                "GPU); weights, gradients, optimizer state and metrics stay float32. fp16: autocast to float16 with "
                "dynamic loss scaling (as torch.cuda.amp.GradScaler: a step whose gradients overflow is skipped and "
                "the scale halved); needs a CUDA device, a CPU rank stops with a usage error."),
-      Declare("train.channels_last", &Spec::train, &TrainSpec::channels_last).fallback(false)
-          .doc("Convolutional nets: keep the images and 4-D weights in channels_last (NHWC) memory format, which "
-               "GPU convolutions with bf16 or fp16 run much faster (ResNet-50 nearly twice as fast on an H200)."),
+      Declare("train.channels_last", &Spec::train, &TrainSpec::channels_last).fallback("auto")
+          .choices({"auto", "true", "false"})
+          .doc("Keep images and 4-D weights in channels_last (NHWC) memory format. auto: on for the built-in "
+               "convolutional nets (small_cnn and the ResNets), off for a TorchScript model, whose `view` calls may "
+               "not accept NHWC tensors; true or false forces it. Measured (docs/benchmarks.md): the small CNN "
+               "trains 1.1-1.3x faster on the CPU, the ResNets about the same on the CPU, and GPU convolutions with "
+               "bf16 or fp16 much faster (ResNet-50 nearly twice as fast on an H200)."),
       Declare("train.lr_find", &Spec::train, &TrainSpec::lr_find).fallback(false)
           .doc("Instead of training, run fastai's learning-rate range test: up to 100 steps with the lr growing "
                "exponentially from 1e-7 to 10, stopping when the smoothed loss passes 4x its minimum. Writes "
@@ -316,7 +320,7 @@ std::string kind_name(const Setting& setting) {
     case Kind::integer: return setting.allow_auto ? "integer or \"auto\"" : "integer";
     case Kind::number: return "number";
     case Kind::string: return "string";
-    case Kind::choice: return "string";
+    case Kind::choice: return setting.takes_booleans() ? "boolean or string" : "string";
     case Kind::integer_list: return "array of integers";
     case Kind::string_list: return "array of strings";
   }

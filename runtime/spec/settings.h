@@ -2,6 +2,7 @@
 // Internal to the spec module; the loader, `check` and docs/spec.md all read this one table.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -33,6 +34,10 @@ struct Setting {
 
   std::string section() const { return key.substr(0, key.find('.')); }
   std::string name() const { return key.substr(key.find('.') + 1); }
+  // A choice between "true", "false" and others (such as "auto") also takes the TOML booleans.
+  bool takes_booleans() const {
+    return kind == Kind::choice && std::find(choices.begin(), choices.end(), "true") != choices.end();
+  }
 };
 
 const std::vector<Setting>& settings();

@@ -97,6 +97,7 @@ Value convert(const Setting& setting, const toml::node& node, const std::string&
       if (!node.is_string()) return type_error(type_of(node));
       return *node.value<std::string>();
     case Kind::choice: {
+      if (setting.takes_booleans() && node.is_boolean()) return std::string(*node.value<bool>() ? "true" : "false");
       if (!node.is_string()) return type_error(type_of(node));
       const auto value = *node.value<std::string>();
       if (std::find(setting.choices.begin(), setting.choices.end(), value) == setting.choices.end()) {

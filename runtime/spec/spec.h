@@ -67,7 +67,7 @@ struct TrainSpec {
   std::int64_t freeze_epochs;  // fine-tuning: the first epochs train only the head
   double body_lr_factor;       // fine-tuning: the body's lr relative to the head's
   std::string precision;       // fp32 | bf16 | fp16
-  bool channels_last;          // NHWC memory format for images and conv weights
+  std::string channels_last;   // auto | true | false: NHWC memory format for images and conv weights
   bool lr_find;                // run the learning-rate range test instead of training
 };
 

@@ -121,13 +121,24 @@ struct Parameters {
   std::vector<std::string> names;
 };
 
-Parameters place_model(torch::jit::Module& model, const spec::TrainSpec& train, c10::Device device) {
-  model::run_op_by_op();
+// train.channels_last resolved for this model.
+bool uses_channels_last(const spec::Spec& spec) {
+  if (spec.train.channels_last == "auto") return model::is_built_in_convnet(spec.model);
+  return spec.train.channels_last == "true";
+}
+
+Parameters place_model(torch::jit::Module& model, const spec::Spec& spec, c10::Device device) {
+  model::configure_process_for_training();
   model.to(device);
+  const bool channels_last = uses_channels_last(spec);
+  if (channels_last) {
+    spdlog::info("images and convolution weights in channels_last memory format (train.channels_last = {})",
+                 spec.train.channels_last);
+  }
   Parameters parameters;
   torch::NoGradGuard no_grad;
   for (const auto& parameter : model.named_parameters()) {
-    if (train.channels_last && parameter.value.dim() == 4) {
+    if (channels_last && parameter.value.dim() == 4) {
       parameter.value.set_data(parameter.value.contiguous(at::MemoryFormat::ChannelsLast));
     }
     parameter.value.set_requires_grad(true);
@@ -265,7 +276,7 @@ Totals validate(torch::jit::Module& model, const data::Datasets& data, const spe
   model.eval();
   data::Loader loader(data.valid, mine, 0, loader_options(spec, device));
   while (auto next = loader.next()) {
-    const auto batch = on_device(std::move(*next), device, spec.train.channels_last);
+    const auto batch = on_device(std::move(*next), device, uses_channels_last(spec));
     const torch::Tensor output = precision.forward(model, batch.inputs);
     const double n = static_cast<double>(batch.targets.size(0));
     totals.loss_sum += loss_of(output, batch.targets, data.schema).item<double>() * n;
@@ -388,7 +399,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
     fs::remove(output_dir / "model.pt");
   }
 
-  Parameters placed = place_model(model, spec.train, device);
+  Parameters placed = place_model(model, spec, device);
   std::vector<torch::Tensor>& parameters = placed.tensors;
   const std::vector<std::string>& names = placed.names;
   // Fine-tuning: the body and the head in two optimizer groups, so the body can have its own lr.
@@ -513,7 +524,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
     int step_batches = 0;
     try {
       while (auto next = next_batch(loader, communicator, position.step)) {
-        const auto batch = on_device(std::move(*next), device, spec.train.channels_last);
+        const auto batch = on_device(std::move(*next), device, uses_channels_last(spec));
         // With accumulation, gradients are summed locally over `accumulate` batches and averaged
         // across ranks only on the last one (DDP's no_sync).
         const std::int64_t micro = (static_cast<std::int64_t>(loader.position()) - 1) % accumulate;
@@ -649,7 +660,7 @@ LrFindResult find_learning_rate(torch::jit::Module& model, const data::Datasets&
   constexpr std::int64_t kSteps = 100;
   const c10::Device device = environment.device;
   Precision precision(spec.train.precision, device);
-  Parameters placed = place_model(model, spec.train, device);
+  Parameters placed = place_model(model, spec, device);
   std::vector<torch::Tensor>& parameters = placed.tensors;
   if (spec.train.freeze_epochs > 0) model::set_body_trainable(model, false);
   auto optimizer = make_optimizer(spec.train, {torch::optim::OptimizerParamGroup(parameters)});
@@ -673,7 +684,7 @@ LrFindResult find_learning_rate(torch::jit::Module& model, const data::Datasets&
     if (loader.num_batches() == 0) fail(ExitCode::data, "lr_find: no training samples on rank {}", communicator.rank());
     try {
       while (auto next = loader.next()) {
-        const auto batch = on_device(std::move(*next), device, spec.train.channels_last);
+        const auto batch = on_device(std::move(*next), device, uses_channels_last(spec));
         const auto step = static_cast<std::int64_t>(result.points.size());
         const double lr = kStartLr * std::pow(kEndLr / kStartLr, static_cast<double>(step) / (kSteps - 1));
         set_learning_rate(*optimizer, lr, 1.0);

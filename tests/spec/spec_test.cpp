@@ -64,6 +64,20 @@ TEST(Spec, OverrideAcceptsBareWordsForStrings) {
   EXPECT_EQ(loaded.spec.dist.nproc_per_node, 0);
 }
 
+TEST(Spec, ChannelsLastTakesABooleanOrAuto) {
+  EXPECT_EQ(load_string(kMinimal, {}, "train.toml").spec.train.channels_last, "auto");
+  const auto forced = load_string(std::string(kMinimal) + "\n[train]\nchannels_last = true\n", {}, "train.toml");
+  EXPECT_EQ(forced.spec.train.channels_last, "true");
+  EXPECT_EQ(load_string(kMinimal, {"train.channels_last=false"}, "train.toml").spec.train.channels_last, "false");
+  EXPECT_EQ(load_string(kMinimal, {"train.channels_last=auto"}, "train.toml").spec.train.channels_last, "auto");
+  EXPECT_EQ(load_error(std::string(kMinimal) + "\n[train]\nchannels_last = 1\n"),
+            "train.toml:9:17: train.channels_last: expected boolean or string, got an integer");
+  EXPECT_EQ(load_error(std::string(kMinimal) + "\n[train]\nchannels_last = \"yes\"\n"),
+            "train.toml:9:17: train.channels_last: 'yes' is not one of: auto, true, false");
+  // The resolved description loads again.
+  EXPECT_EQ(load_string(describe(forced), {}, "described.toml").spec.train.channels_last, "true");
+}
+
 TEST(Spec, MisspelledSectionSuggestsTheNearestKey) {
   const std::string message = load_error(std::string(kMinimal) + "\n[trian]\nlr = 0.1\n");
   EXPECT_EQ(message, "train.toml:9:1: unknown key 'trian.lr' (did you mean 'train.lr'?)");

@@ -316,6 +316,62 @@ TEST(Trainer, Bf16AutocastTrainsAndDiffersFromFp32) {
   for (const auto& p : half.parameters()) EXPECT_EQ(p.scalar_type(), torch::kFloat) << "weights stay fp32";
 }
 
+// 3x8x8 images whose class is the brighter half (top or bottom): learnable by a small CNN.
+data::Datasets halves(std::int64_t n, std::uint64_t seed) {
+  torch::manual_seed(seed);
+  const auto labels = torch::randint(0, 2, {n}, torch::kLong);
+  auto inputs = torch::randn({n, 3, 8, 8}) * 0.5;
+  const auto bright = labels.to(torch::kFloat).view({n, 1, 1, 1});
+  inputs.narrow(2, 0, 4).add_(bright);
+  inputs.narrow(2, 4, 4).add_(1 - bright);
+  auto all = std::make_shared<data::TensorDataset>(inputs, labels);
+  const auto [train_idx, valid_idx] = data::split_indices(static_cast<std::size_t>(n), 0.25, seed);
+  data::Datasets datasets;
+  datasets.train = std::make_shared<data::SubsetDataset>(all, train_idx);
+  datasets.valid = std::make_shared<data::SubsetDataset>(all, valid_idx);
+  datasets.schema.input_shape = {3, 8, 8};
+  datasets.schema.num_outputs = 2;
+  datasets.schema.class_names = {"bottom", "top"};
+  datasets.bad_files = std::make_shared<data::BadFiles>(10);
+  return datasets;
+}
+
+TEST(Trainer, BuiltInConvNetsTrainInChannelsLastByDefaultWithTheSameResult) {
+  testing::TempDir dir;
+  const auto data = halves(256, 21);
+  auto spec = small_spec();
+  spec.model.arch = "small_cnn";
+  spec.train.epochs = 2;
+  spec.train.optimizer = "sgd";
+  spec.train.momentum = 0.9;
+  spec.train.lr = 0.05;
+  auto single = dist::single_process();
+  ASSERT_EQ(spec.train.channels_last, "auto");
+  auto nhwc = model::create(spec.model, data.schema, ".", 1);
+  const auto result = fit(nhwc, data, spec, *single, dir / "auto", {});
+  spec.train.channels_last = "false";
+  auto nchw = model::create(spec.model, data.schema, ".", 1);
+  fit(nchw, data, spec, *single, dir / "false", {});
+
+  const auto nhwc_weights = snapshot(nhwc), nchw_weights = snapshot(nchw);
+  const auto& conv = nhwc_weights.at("conv2.weight");
+  EXPECT_TRUE(conv.is_contiguous(at::MemoryFormat::ChannelsLast)) << "auto must pick channels_last for small_cnn";
+  EXPECT_FALSE(conv.is_contiguous()) << "auto must pick channels_last for small_cnn";
+  EXPECT_TRUE(nchw_weights.at("conv2.weight").is_contiguous());
+  // The same arithmetic in another order: equal up to float rounding after 12 steps.
+  for (const auto& [name, value] : nchw_weights) {
+    EXPECT_TRUE(torch::allclose(nhwc_weights.at(name), value, 1e-3, 1e-5)) << name;
+  }
+  EXPECT_GT(result.last.valid_accuracy, 0.9);
+  // The saved model takes ordinary (NCHW) inputs and predicts as the trained one.
+  auto saved = torch::jit::load((dir / "auto/model.pt").string());
+  saved.eval();
+  nhwc.eval();
+  const auto images = torch::randn({4, 3, 8, 8});
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::allclose(saved.forward({images}).toTensor(), nhwc.forward({images}).toTensor(), 1e-5, 1e-6));
+}
+
 TEST(Trainer, Fp16WithoutCudaIsAUsageError) {
   testing::TempDir dir;
   const auto data = blobs(100, 16);
