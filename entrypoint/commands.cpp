@@ -184,13 +184,13 @@ int run(const cli::Options& options) {
       storage::open_data(spec.data, source.root, {fs::absolute(options.workdir), topology, rank}, seed);
   torch::jit::Module model = model::create(spec.model, data.schema, source.root, seed);
 
+  // Workers of one node share its cores.
+  model::set_compute_threads(
+      std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / topology.nproc_per_node));
   std::unique_ptr<dist::Communicator> communicator;
   if (world_size == 1) {
     communicator = dist::single_process();
   } else {
-    // Workers of one node share its cores.
-    if (devices == 0) torch::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                                              topology.nproc_per_node));
     dist::ProcessGroupOptions group{choose_backend(spec.dist), rank, world_size, topology.master_addr,
                                     topology.master_port, std::chrono::seconds(spec.dist.timeout_s), local_rank};
     group.heartbeat = std::chrono::seconds(spec.dist.heartbeat_s);

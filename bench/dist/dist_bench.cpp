@@ -18,7 +18,7 @@ using Clock = std::chrono::steady_clock;
 int main(int argc, char** argv) {
   const int steps = argc > 1 ? std::atoi(argv[1]) : 30;
   const int batch = argc > 2 ? std::atoi(argv[2]) : 64;
-  torch::set_num_threads(1);
+  tp::model::set_compute_threads(1);  // LibTorch's and OpenBLAS's, as the entrypoint does
   const auto topology = tp::dist::read_topology(tp::dist::process_environment, 1, 0);
   auto communicator = topology.rank ? tp::dist::connect({"gloo", *topology.rank, topology.world_size(),
                                                          topology.master_addr, topology.master_port,

@@ -1,7 +1,8 @@
 """Training step throughput of the same architectures in Python PyTorch eager mode (Debian's python3-torch):
 nn.Module, cross-entropy, backward, SGD with momentum, synthetic data. One JSON line, as tp-train-bench.
 With --channels-last, the model and inputs in channels_last memory format (what trainpoint does by default for
-its convolutional nets; a Python user has to ask for it).
+its convolutional nets; a Python user has to ask for it). bench/train/run.sh runs that variant with
+OPENBLAS_NUM_THREADS set as well and calls it "python eager, tuned".
 usage: python_eager.py ARCH BATCH SIZE CHANNELS STEPS THREADS [--channels-last]"""
 import json
 import sys
@@ -61,7 +62,7 @@ def main():
     for _ in range(steps):
         step()
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    print(json.dumps({"engine": "python eager, channels_last" if channels_last else "python eager", "config": f"{arch} batch {batch}, {channels}x{size}x{size}", "images_per_s": round(batch * steps / seconds, 1),
+    print(json.dumps({"engine": "python eager, tuned" if channels_last else "python eager", "config": f"{arch} batch {batch}, {channels}x{size}x{size}", "images_per_s": round(batch * steps / seconds, 1),
                       "images_per_cpu_s": round(batch * steps / cpu, 1)}))
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Training throughput on CPU: trainpoint's engine (tp-train-bench) against Python PyTorch eager (Debian's
 # python3-torch, the same BLAS) on the same architecture, batch and synthetic data, alternating runs in one
-# call; Python also with channels_last, which trainpoint uses by default for its convolutional nets, to show
-# where the difference comes from. Prints each run and a Markdown table of medians with the ratio
+# call. Python also runs "tuned" as trainpoint runs by default: channels_last for the convolutional nets and
+# OpenBLAS's thread pool sized as LibTorch's (OPENBLAS_NUM_THREADS), to show where the difference comes from. Prints each run and a Markdown table of medians with the ratio
 # trainpoint / Python (per CPU-second).
 # usage: bench/train/run.sh [REPEATS] [THREADS]   (BUILD_DIR overrides build/)
 set -euo pipefail
@@ -18,7 +18,8 @@ for config in "${configs[@]}"; do
   for _ in $(seq "$repeats"); do
     "$build_dir/bench/train/tp-train-bench" $config "$threads" | tee -a "$results"
     /usr/bin/python3 "$root/bench/train/python_eager.py" $config "$threads" | tee -a "$results"
-    /usr/bin/python3 "$root/bench/train/python_eager.py" $config "$threads" --channels-last | tee -a "$results"
+    OPENBLAS_NUM_THREADS="$threads" /usr/bin/python3 "$root/bench/train/python_eager.py" $config "$threads" \
+      --channels-last | tee -a "$results"
   done
 done
 /usr/bin/python3 - "$results" "$threads" <<'PY'

@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   const int size = std::atoi(argv[3]);
   const int channels = std::atoi(argv[4]);
   const int steps = std::atoi(argv[5]);
-  torch::set_num_threads(std::atoi(argv[6]));
+  tp::model::set_compute_threads(std::atoi(argv[6]));  // LibTorch's and OpenBLAS's, as the entrypoint does
 
   tp::spec::ModelSpec model_spec;
   model_spec.arch = arch;
@@ -46,14 +46,14 @@ int main(int argc, char** argv) {
   for (const auto& parameter : model.parameters()) {
     if (channels_last && parameter.dim() == 4) {
       torch::NoGradGuard no_grad;
-      parameter.set_data(parameter.contiguous(at::MemoryFormat::ChannelsLast));
+      parameter.set_data(parameter.to(parameter.options(), false, false, at::MemoryFormat::ChannelsLast));
     }
     parameters.push_back(parameter);
   }
   torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(0.01).momentum(0.9));
   model.train();
   torch::Tensor inputs = torch::randn({batch, channels, size, size});
-  if (channels_last) inputs = inputs.contiguous(at::MemoryFormat::ChannelsLast);
+  if (channels_last) inputs = inputs.to(inputs.options(), false, false, at::MemoryFormat::ChannelsLast);
   const torch::Tensor labels = torch::randint(0, 10, {batch}, torch::kLong);
 
   const auto step = [&] {

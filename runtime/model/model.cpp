@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <dlfcn.h>
 #include <malloc.h>
 
 #include <torch/script.h>
@@ -143,6 +144,16 @@ void configure_process_for_training() {
   // 32 MiB (glibc's maximum) come from the heap, and up to 1 GiB of free heap stays mapped.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+void set_compute_threads(int threads) {
+  torch::set_num_threads(threads);
+  // Looked up rather than linked: LibTorch may use another BLAS (MKL, or OpenBLAS built for OpenMP, which
+  // follows LibTorch's OpenMP setting).
+  using SetThreads = void (*)(int);
+  if (auto* set_blas_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    set_blas_threads(threads);
+  }
 }
 
 }  // namespace tp::model

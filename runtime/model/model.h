@@ -50,4 +50,10 @@ bool is_built_in_convnet(const spec::ModelSpec& spec);
 // - Freed memory is kept for the next step instead of going back to the kernel (model.cpp says why).
 void configure_process_for_training();
 
+// Intra-op compute threads for the whole process: LibTorch's pool and, when LibTorch's BLAS is OpenBLAS,
+// OpenBLAS's own pool, which otherwise keeps one thread per core whatever LibTorch is told. Its idle
+// threads spin: with LibTorch at 1 thread they burned half the CPU time of a small CNN's step on 2
+// cores (bench/train), and with several ranks on a node they take cores from the other ranks.
+void set_compute_threads(int threads);
+
 }  // namespace tp::model

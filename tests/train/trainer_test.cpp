@@ -316,11 +316,11 @@ TEST(Trainer, Bf16AutocastTrainsAndDiffersFromFp32) {
   for (const auto& p : half.parameters()) EXPECT_EQ(p.scalar_type(), torch::kFloat) << "weights stay fp32";
 }
 
-// 3x8x8 images whose class is the brighter half (top or bottom): learnable by a small CNN.
+// Grayscale 8x8 images whose class is the brighter half (top or bottom): learnable by a small CNN.
 data::Datasets halves(std::int64_t n, std::uint64_t seed) {
   torch::manual_seed(seed);
   const auto labels = torch::randint(0, 2, {n}, torch::kLong);
-  auto inputs = torch::randn({n, 3, 8, 8}) * 0.5;
+  auto inputs = torch::randn({n, 1, 8, 8}) * 0.5;
   const auto bright = labels.to(torch::kFloat).view({n, 1, 1, 1});
   inputs.narrow(2, 0, 4).add_(bright);
   inputs.narrow(2, 4, 4).add_(1 - bright);
@@ -329,7 +329,7 @@ data::Datasets halves(std::int64_t n, std::uint64_t seed) {
   data::Datasets datasets;
   datasets.train = std::make_shared<data::SubsetDataset>(all, train_idx);
   datasets.valid = std::make_shared<data::SubsetDataset>(all, valid_idx);
-  datasets.schema.input_shape = {3, 8, 8};
+  datasets.schema.input_shape = {1, 8, 8};
   datasets.schema.num_outputs = 2;
   datasets.schema.class_names = {"bottom", "top"};
   datasets.bad_files = std::make_shared<data::BadFiles>(10);
@@ -358,6 +358,9 @@ TEST(Trainer, BuiltInConvNetsTrainInChannelsLastByDefaultWithTheSameResult) {
   EXPECT_TRUE(conv.is_contiguous(at::MemoryFormat::ChannelsLast)) << "auto must pick channels_last for small_cnn";
   EXPECT_FALSE(conv.is_contiguous()) << "auto must pick channels_last for small_cnn";
   EXPECT_TRUE(nchw_weights.at("conv2.weight").is_contiguous());
+  // One input channel: NCHW strides would pass for NHWC too, but the convolution would then run NCHW.
+  EXPECT_EQ(nhwc_weights.at("conv1.weight").stride(1), 1);
+  EXPECT_EQ(nchw_weights.at("conv1.weight").stride(1), 9);
   // The same arithmetic in another order: equal up to float rounding after 12 steps.
   for (const auto& [name, value] : nchw_weights) {
     EXPECT_TRUE(torch::allclose(nhwc_weights.at(name), value, 1e-3, 1e-5)) << name;
@@ -367,7 +370,7 @@ TEST(Trainer, BuiltInConvNetsTrainInChannelsLastByDefaultWithTheSameResult) {
   auto saved = torch::jit::load((dir / "auto/model.pt").string());
   saved.eval();
   nhwc.eval();
-  const auto images = torch::randn({4, 3, 8, 8});
+  const auto images = torch::randn({4, 1, 8, 8});
   torch::NoGradGuard no_grad;
   EXPECT_TRUE(torch::allclose(saved.forward({images}).toTensor(), nhwc.forward({images}).toTensor(), 1e-5, 1e-6));
 }
