@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "common/memory.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/sampler.h"
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     at::set_num_threads(1);  // the workers are the only parallelism, as in torchvision's DataLoader
+    tp::keep_freed_memory();  // as the trainer's process does
     tp::spec::DataSpec spec{};
     spec.source = args["dir"].as<std::string>();
     spec.format = "image_folder";

@@ -1,7 +1,6 @@
 #include "model/model.h"
 
 #include <dlfcn.h>
-#include <malloc.h>
 
 #include <torch/script.h>
 #include <torch/torch.h>
@@ -9,6 +8,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/memory.h"
 #include "model/builtins.h"
 #include "model/layers.h"
 
@@ -138,12 +138,7 @@ bool is_built_in_convnet(const spec::ModelSpec& spec) {
 
 void configure_process_for_training() {
   torch::jit::setGraphExecutorOptimize(false);
-  // glibc returns freed blocks of 128 KiB and more to the kernel (mmap, and trimming the heap's top), so
-  // every step's activations came back as fresh pages: ten times the page faults, and a CPU step 10-20%
-  // slower (bench/train). A training step frees and reallocates the same sizes, so keep them: blocks up to
-  // 32 MiB (glibc's maximum) come from the heap, and up to 1 GiB of free heap stays mapped.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  keep_freed_memory();
 }
 
 void set_compute_threads(int threads) {

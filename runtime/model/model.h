@@ -47,7 +47,7 @@ bool is_built_in_convnet(const spec::ModelSpec& spec);
 // - TorchScript modules run op by op, as eager PyTorch does. The graph executor's optimizations
 //   (profiling, differentiable subgraphs) made training steps 5-40% slower on the CPU (bench/train: small
 //   CNN and ResNet-18), and a training run has no use for them.
-// - Freed memory is kept for the next step instead of going back to the kernel (model.cpp says why).
+// - Freed memory is kept for the next step instead of going back to the kernel (common/memory.h).
 void configure_process_for_training();
 
 // Intra-op compute threads for the whole process: LibTorch's pool and, when LibTorch's BLAS is OpenBLAS,

@@ -2,16 +2,19 @@
 #include <gtest/gtest.h>
 #include <jpeglib.h>
 #include <png.h>
+#include <fmt/format.h>
 
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <sstream>
 
 #include "common/error.h"
 #include "common/files.h"
 #include "data/csv.h"
 #include "data/image.h"
 #include "data/transform.h"
+#include "support/process.h"
 #include "support/temp_dir.h"
 
 namespace tp::data {
@@ -182,6 +185,65 @@ TEST(Transform, WholeImageAtTheSameSizeIsExact) {
   const Normalization imagenet = Normalization::imagenet(3);
   resample_normalized(image, Box{0, 0, 16, 16}, 16, true, imagenet, out.data());
   EXPECT_NEAR(out[(1 * 16 + 2) * 16 + 15], (image.row(2)[0 * 3 + 1] / 255.f - 0.456f) / 0.224f, 1e-5);
+}
+
+// PIL's bilinear resize of `box` (Debian's python3-pil, which torchvision's transforms use) as 0-255 values,
+// rows x columns x channels.
+std::vector<int> pil_resize(const Image& image, const Box& box, int out_size, bool flip) {
+  TempDir dir;
+  write_text(dir / "pixels", std::string(image.pixels.begin(), image.pixels.end()));
+  const std::string script = fmt::format(
+      "import sys\n"
+      "from PIL import Image\n"
+      "image = Image.frombytes('{}', ({}, {}), open(sys.argv[1], 'rb').read())\n"
+      "out = image.resize(({}, {}), Image.BILINEAR, box=({}, {}, {}, {}))\n"
+      "if {}: out = out.transpose(Image.FLIP_LEFT_RIGHT)\n"
+      "sys.stdout.write(' '.join(map(str, out.tobytes())))\n",
+      image.channels == 1 ? "L" : "RGB", image.width, image.height, out_size, out_size, box.x, box.y,
+      box.x + box.width, box.y + box.height, flip ? "True" : "False");
+  write_text(dir / "resize.py", script);
+  const std::string output = testing::run_checked(
+      "/usr/bin/python3 " + (dir / "resize.py").string() + " " + (dir / "pixels").string());
+  std::vector<int> values;
+  std::istringstream in(output);
+  for (int value; in >> value;) values.push_back(value);
+  return values;
+}
+
+TEST(Transform, MatchesPilsBilinearResize) {
+  struct Case {
+    int channels;
+    Box box;
+    int out_size;
+    bool flip;
+  };
+  const Case cases[] = {
+      {3, {0, 0, 97, 61}, 24, false},           // the whole image, shrunk
+      {3, {10.5, 3.25, 70.4, 50.1}, 32, true},  // a fractional box, shrunk and mirrored
+      {3, {40, 20, 9, 13}, 31, false},          // a small box, enlarged
+      {3, {0, 30, 97, 31}, 16, true},           // a wide strip at the bottom edge
+      {1, {5.5, 0, 60, 61}, 20, false},         // grayscale
+  };
+  for (const Case& c : cases) {
+    const Image image = pattern(97, 61, c.channels, 11);
+    std::vector<float> ours(static_cast<std::size_t>(c.channels) * c.out_size * c.out_size);
+    resample_normalized(image, c.box, c.out_size, c.flip, Normalization::unit(), ours.data());
+    const std::vector<int> pil = pil_resize(image, c.box, c.out_size, c.flip);
+    ASSERT_EQ(pil.size(), ours.size());
+    // PIL rounds to 8 bits after each of its two passes and uses fixed-point weights: at most a level apart.
+    double worst = 0;
+    for (int y = 0; y < c.out_size; ++y) {
+      for (int x = 0; x < c.out_size; ++x) {
+        for (int ch = 0; ch < c.channels; ++ch) {
+          const float mine = 255.f * ours[(static_cast<std::size_t>(ch) * c.out_size + y) * c.out_size + x];
+          const int theirs = pil[(static_cast<std::size_t>(y) * c.out_size + x) * c.channels + ch];
+          worst = std::max(worst, std::abs(static_cast<double>(mine) - theirs));
+        }
+      }
+    }
+    EXPECT_LE(worst, 1.01) << "box " << c.box.x << "," << c.box.y << " " << c.box.width << "x" << c.box.height
+                           << " to " << c.out_size << (c.flip ? " flipped" : "");
+  }
 }
 
 TEST(Transform, DownscalingAveragesLikeAnAreaFilter) {
