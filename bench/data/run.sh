@@ -6,7 +6,8 @@
 # core, robust to other load on the machine) and trainpoint's ratio to torchvision in that figure.
 #
 # usage: bench/data/run.sh BUILD_DIR [WORKERS...]   (default workers: 1 2; BUILD_DIR holds
-#        bench/data/tp-bench-data and tests/tools/tp-make-dataset)
+#        bench/data/tp-bench-data and tests/tools/tp-make-dataset; TP_BENCH_REPEATS=N runs each N times,
+#        alternating, and reports medians)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="$(cd "${1:?usage: run.sh BUILD_DIR [WORKERS...]}" && pwd)"
@@ -26,18 +27,26 @@ fi
 cat "$data"/*/* >/dev/null  # both loaders read from the page cache
 
 results="$(mktemp /tmp/tp-bench-data.XXXXXX.jsonl)"
-for w in "${workers[@]}"; do
-  "$build/bench/data/tp-bench-data" "$data" --workers "$w" | tee -a "$results"
-  /usr/bin/python3 "$root/bench/data/torchvision_loader.py" "$data" "$w" | tee -a "$results"
+for _ in $(seq "${TP_BENCH_REPEATS:-1}"); do
+  for w in "${workers[@]}"; do
+    "$build/bench/data/tp-bench-data" "$data" --workers "$w" | tee -a "$results"
+    /usr/bin/python3 "$root/bench/data/torchvision_loader.py" "$data" "$w" | tee -a "$results"
+  done
 done
 python3 - "$results" <<'PY'
-import json, sys
+import json, statistics, sys
 runs = [json.loads(line) for line in open(sys.argv[1])]
+print(f"medians of {len(runs) // len({(r['loader'], r['workers']) for r in runs})} run(s)")
 print("| workers | loader | images/s | CPU s | images per CPU-second | trainpoint / torchvision |")
 print("|---|---|---|---|---|---|")
-for tp, tv in zip(runs[0::2], runs[1::2]):
-    for r in (tp, tv):
-        ratio = (tp["images"] / tp["cpu_seconds"]) / (tv["images"] / tv["cpu_seconds"]) if r is tp else ""
-        print(f"| {r['workers']} | {r['loader']} | {r['images'] / r['seconds']:.0f} | {r['cpu_seconds']:.1f} | "
-              f"{r['images'] / r['cpu_seconds']:.0f} | {f'{ratio:.2f}x' if ratio else ''} |")
+for workers in dict.fromkeys(r["workers"] for r in runs):
+    med = {}
+    for loader in ("trainpoint", "torchvision"):
+        mine = [r for r in runs if r["workers"] == workers and r["loader"] == loader]
+        med[loader] = (statistics.median(r["images"] / r["seconds"] for r in mine),
+                       statistics.median(r["cpu_seconds"] for r in mine),
+                       statistics.median(r["images"] / r["cpu_seconds"] for r in mine))
+    for loader, (per_s, cpu, per_cpu_s) in med.items():
+        ratio = f"{per_cpu_s / med['torchvision'][2]:.2f}x" if loader == "trainpoint" else ""
+        print(f"| {workers} | {loader} | {per_s:.0f} | {cpu:.1f} | {per_cpu_s:.0f} | {ratio} |")
 PY
