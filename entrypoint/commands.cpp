@@ -23,6 +23,7 @@
 #include "s3/command.h"
 #include "spec/spec.h"
 #include "storage/data_source.h"
+#include "storage/model_weights.h"
 #include "storage/output.h"
 #include "train/trainer.h"
 
@@ -182,7 +183,8 @@ int run(const cli::Options& options) {
   const auto seed = static_cast<std::uint64_t>(spec.job.seed);
   const data::Datasets data =
       storage::open_data(spec.data, source.root, {fs::absolute(options.workdir), topology, rank}, seed);
-  torch::jit::Module model = model::create(spec.model, data.schema, source.root, seed);
+  torch::jit::Module model =
+      model::create(storage::with_local_weights(spec, fs::absolute(options.workdir)), data.schema, source.root, seed);
 
   // Workers of one node share its cores.
   model::set_compute_threads(

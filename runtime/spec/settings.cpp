@@ -165,8 +165,9 @@ std::vector<Setting> declare_all() {
       Declare("model.hidden", &Spec::model, &ModelSpec::hidden).fallback(std::vector<std::int64_t>{128}).range(1, 65536)
           .doc("mlp and tabular: the width of each hidden layer."),
       Declare("model.weights", &Spec::model, &ModelSpec::weights).optional()
-          .doc("Path in the repository of initial weights: a TorchScript module, a state dict saved by Python "
-               "(torch.save(dict(model.state_dict()), path)) or a trainpoint checkpoint. Every parameter and "
+          .doc("Initial weights: a path in the repository, or s3://bucket/key (downloaded once per node into the "
+               "workdir, with `data.endpoint` and `data.credentials`). A TorchScript module, a state dict saved by "
+               "Python (torch.save(dict(model.state_dict()), path)) or a trainpoint checkpoint. Every parameter and "
                "buffer must be there with the model's shape, except the last layer (the head), which keeps its "
                "fresh initialisation when its shape differs (another number of classes)."),
       // [train]

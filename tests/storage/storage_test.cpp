@@ -1,16 +1,19 @@
 // Data streamed from S3 reads the same samples as a local copy within the cache's bound; s3:// outputs
-// upload what is published and give a new pod what it needs to resume.
+// upload what is published and give a new pod what it needs to resume; model.weights may be in S3.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <fstream>
 #include <numeric>
 
+#include "common/error.h"
 #include "data/loader.h"
+#include "model/model.h"
 #include "s3/s3_server.h"
 #include "s3/stage.h"
 #include "spec/spec.h"
 #include "storage/data_source.h"
+#include "storage/model_weights.h"
 #include "storage/output.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -124,6 +127,42 @@ TEST_F(StorageTest, S3OutputsUploadPublishedFilesAndANewPodFetchesWhatResumingNe
   EXPECT_FALSE(local.remote());
   EXPECT_EQ(local.local_dir(), dir_ / "pod-3" / "out");
   EXPECT_EQ(local.fetch_for_resume(2), 0u);
+}
+
+TEST_F(StorageTest, WeightsInS3AreDownloadedOnceAndLoadAsFromTheRepository) {
+  // Weights saved by a first model, uploaded; a second model built with model.weights = s3://... equals it.
+  spec_.model.hidden = {4};
+  data::Schema schema;
+  schema.input_shape = {3};
+  schema.num_outputs = 2;
+  torch::jit::Module trained = model::create(spec_.model, schema, dir_.path(), 1);
+  trained.save((dir_ / "trained.pt").string());
+  upload(dir_ / "trained.pt", "s3://test-bucket/pretrained/mlp.pt");
+
+  spec_.model.weights = "s3://test-bucket/pretrained/mlp.pt";
+  const spec::ModelSpec local = with_local_weights(spec_, dir_ / "work");
+  EXPECT_EQ(fs::path(local.weights), fs::absolute(dir_ / "work/weights/test-bucket/pretrained/mlp.pt"));
+  torch::jit::Module loaded = model::create(local, schema, dir_.path(), 2);  // another seed: the weights must win
+  const auto input = torch::randn({5, 3});
+  EXPECT_TRUE(torch::equal(loaded.forward({input}).toTensor(), trained.forward({input}).toTensor()));
+
+  // A second call (another rank of the node, a restarted pod) finds the file and leaves it as it is.
+  const auto modified = fs::last_write_time(local.weights);
+  EXPECT_EQ(with_local_weights(spec_, dir_ / "work").weights, local.weights);
+  EXPECT_EQ(fs::last_write_time(local.weights), modified);
+}
+
+TEST_F(StorageTest, MissingWeightsObjectIsAModelErrorNamingIt) {
+  spec_.model.weights = "s3://test-bucket/pretrained/missing.pt";
+  try {
+    with_local_weights(spec_, dir_ / "work");
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::model);
+    EXPECT_EQ(std::string(error.what()), "model.weights: s3://test-bucket/pretrained/missing.pt: no such object");
+  }
+  spec_.model.weights = "models/local.pt";
+  EXPECT_EQ(with_local_weights(spec_, dir_ / "work").weights, "models/local.pt") << "repository paths pass";
 }
 
 }  // namespace
