@@ -22,21 +22,27 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// `inputs` and `targets` split 3:1 (chosen by `seed`) into training and validation sets.
+data::Datasets split(const torch::Tensor& inputs, const torch::Tensor& targets, std::uint64_t seed) {
+  auto all = std::make_shared<data::TensorDataset>(inputs, targets);
+  const auto [train_idx, valid_idx] = data::split_indices(static_cast<std::size_t>(inputs.size(0)), 0.25, seed);
+  data::Datasets datasets;
+  datasets.train = std::make_shared<data::SubsetDataset>(all, train_idx);
+  datasets.valid = std::make_shared<data::SubsetDataset>(all, valid_idx);
+  datasets.bad_files = std::make_shared<data::BadFiles>(10);
+  return datasets;
+}
+
 // Three Gaussian blobs in 8 dimensions: learnable to high accuracy in a few epochs.
 data::Datasets blobs(std::int64_t n, std::uint64_t seed) {
   torch::manual_seed(seed);
   const auto labels = torch::randint(0, 3, {n}, torch::kLong);
   const auto centers = torch::randn({3, 8}) * 3;
   const auto inputs = centers.index_select(0, labels) + torch::randn({n, 8});
-  auto all = std::make_shared<data::TensorDataset>(inputs, labels);
-  const auto [train_idx, valid_idx] = data::split_indices(static_cast<std::size_t>(n), 0.25, seed);
-  data::Datasets datasets;
-  datasets.train = std::make_shared<data::SubsetDataset>(all, train_idx);
-  datasets.valid = std::make_shared<data::SubsetDataset>(all, valid_idx);
+  data::Datasets datasets = split(inputs, labels, seed);
   datasets.schema.input_shape = {8};
   datasets.schema.num_outputs = 3;
   datasets.schema.class_names = {"a", "b", "c"};
-  datasets.bad_files = std::make_shared<data::BadFiles>(10);
   return datasets;
 }
 
@@ -61,15 +67,10 @@ data::Datasets line(std::int64_t n, std::uint64_t seed) {
   torch::manual_seed(seed);
   const auto inputs = torch::randn({n, 8});
   const auto targets = inputs.matmul(torch::randn({8})) + 0.1 * torch::randn({n});
-  auto all = std::make_shared<data::TensorDataset>(inputs, targets);
-  const auto [train_idx, valid_idx] = data::split_indices(static_cast<std::size_t>(n), 0.25, seed);
-  data::Datasets datasets;
-  datasets.train = std::make_shared<data::SubsetDataset>(all, train_idx);
-  datasets.valid = std::make_shared<data::SubsetDataset>(all, valid_idx);
+  data::Datasets datasets = split(inputs, targets, seed);
   datasets.schema.input_shape = {8};
   datasets.schema.num_outputs = 1;
   datasets.schema.classification = false;
-  datasets.bad_files = std::make_shared<data::BadFiles>(10);
   return datasets;
 }
 
@@ -324,15 +325,10 @@ data::Datasets halves(std::int64_t n, std::uint64_t seed) {
   const auto bright = labels.to(torch::kFloat).view({n, 1, 1, 1});
   inputs.narrow(2, 0, 4).add_(bright);
   inputs.narrow(2, 4, 4).add_(1 - bright);
-  auto all = std::make_shared<data::TensorDataset>(inputs, labels);
-  const auto [train_idx, valid_idx] = data::split_indices(static_cast<std::size_t>(n), 0.25, seed);
-  data::Datasets datasets;
-  datasets.train = std::make_shared<data::SubsetDataset>(all, train_idx);
-  datasets.valid = std::make_shared<data::SubsetDataset>(all, valid_idx);
+  data::Datasets datasets = split(inputs, labels, seed);
   datasets.schema.input_shape = {1, 8, 8};
   datasets.schema.num_outputs = 2;
   datasets.schema.class_names = {"bottom", "top"};
-  datasets.bad_files = std::make_shared<data::BadFiles>(10);
   return datasets;
 }
 
