@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <thread>
 #include <iostream>
 
+#include "common/cpu.h"
 #include "common/error.h"
 #include "data/dataset.h"
 #include "dist/communicator.h"
@@ -186,9 +186,8 @@ int run(const cli::Options& options) {
   torch::jit::Module model =
       model::create(storage::with_local_weights(spec, fs::absolute(options.workdir)), data.schema, source.root, seed);
 
-  // Workers of one node share its cores.
-  model::set_compute_threads(
-      std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / topology.nproc_per_node));
+  // Workers of one node share the cores the pod may use.
+  model::set_compute_threads(std::max(1, usable_cores() / topology.nproc_per_node));
   std::unique_ptr<dist::Communicator> communicator;
   if (world_size == 1) {
     communicator = dist::single_process();
