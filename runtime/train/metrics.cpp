@@ -18,9 +18,6 @@ using nlohmann::json;
 constexpr const char* kCsvHeader =
     "epoch,step,lr,train_loss,valid_loss,accuracy,error_rate,top_k_accuracy,mae,mse,seconds\n";
 
-json number(double value) {
-  return std::isnan(value) ? json(nullptr) : json(value);
-}
 double number_of(const json& value) {
   return value.is_number() ? value.get<double>() : std::numeric_limits<double>::quiet_NaN();
 }
@@ -32,13 +29,13 @@ std::string json_line(const EpochMetrics& m) {
   return json{{"epoch", m.epoch},
               {"step", m.step},
               {"lr", m.lr},
-              {"train_loss", number(m.train_loss)},
-              {"valid_loss", number(m.valid_loss)},
-              {"accuracy", number(m.valid_accuracy)},
-              {"error_rate", number(m.error_rate)},
-              {"top_k_accuracy", number(m.top_k_accuracy)},
-              {"mae", number(m.mae)},
-              {"mse", number(m.mse)},
+              {"train_loss", json_number(m.train_loss)},
+              {"valid_loss", json_number(m.valid_loss)},
+              {"accuracy", json_number(m.valid_accuracy)},
+              {"error_rate", json_number(m.error_rate)},
+              {"top_k_accuracy", json_number(m.top_k_accuracy)},
+              {"mae", json_number(m.mae)},
+              {"mse", json_number(m.mse)},
               {"seconds", m.seconds}}
              .dump() +
          "\n";
@@ -51,7 +48,7 @@ std::string csv_line(const EpochMetrics& m) {
 }
 
 std::string json_line(const StepRecord& s) {
-  return json{{"step", s.step}, {"lr", s.lr}, {"train_loss", number(s.train_loss)}}.dump() + "\n";
+  return json{{"step", s.step}, {"lr", s.lr}, {"train_loss", json_number(s.train_loss)}}.dump() + "\n";
 }
 
 // The JSON lines of `file`; a line that does not parse (the last one of a killed run) ends the list.
@@ -67,6 +64,10 @@ std::vector<json> read_lines(const fs::path& file) {
 }
 
 }  // namespace
+
+json json_number(double value) {
+  return std::isnan(value) ? json(nullptr) : json(value);
+}
 
 std::string describe_validation(const EpochMetrics& m, std::int64_t top_k) {
   std::string text;

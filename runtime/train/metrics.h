@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ struct LrFindPoint {
   double loss = 0;           // the step's loss, averaged over ranks
   double smoothed_loss = 0;  // debiased exponential moving average
 };
+
+// A metric for JSON: null when it does not apply (NaN).
+nlohmann::json json_number(double value);
 
 // The validation metrics that apply, as "valid_loss 0.1234 accuracy 0.9000 ..." for the epoch log line.
 std::string describe_validation(const EpochMetrics& metrics, std::int64_t top_k);

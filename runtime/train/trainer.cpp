@@ -115,6 +115,15 @@ class Precision {
   int good_steps_ = 0;
 };
 
+// The optimizer step on gradients already averaged over the ranks: unscaled (fp16), clipped after the
+// all-reduce so every rank clips the same gradients, then applied; skipped when fp16 gradients overflowed.
+void apply_gradients(Precision& precision, const std::vector<torch::Tensor>& parameters,
+                     const spec::TrainSpec& train, torch::optim::Optimizer& optimizer) {
+  if (!precision.unscale(parameters)) return;
+  if (train.clip_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, train.clip_norm);
+  optimizer.step();
+}
+
 // What the model and the optimizer work on: the model's parameters, on the device, trainable.
 struct Parameters {
   std::vector<torch::Tensor> tensors;
@@ -340,10 +349,6 @@ std::string utc_now() {
   return text;
 }
 
-nlohmann::json optional_number(double value) {
-  return std::isnan(value) ? nlohmann::json(nullptr) : nlohmann::json(value);
-}
-
 // The run record: run.json at the end, and the report's facts at every epoch end.
 struct RunFacts {
   const RunOrigin& origin;
@@ -364,11 +369,11 @@ nlohmann::json run_record(const RunFacts& facts, const EpochMetrics& last, const
       {"world_size", facts.world_size},
       {"data", {{"train_samples", data.train->size()}, {"valid_samples", data.valid ? data.valid->size() : 0},
                 {"classes", data.schema.class_names}, {"bad_files", bad_files}}},
-      {"final", {{"epoch", last.epoch}, {"train_loss", optional_number(last.train_loss)},
-                 {"valid_loss", optional_number(last.valid_loss)}, {"accuracy", optional_number(last.valid_accuracy)},
-                 {"error_rate", optional_number(last.error_rate)},
-                 {"top_k_accuracy", optional_number(last.top_k_accuracy)}, {"top_k", facts.spec.train.top_k},
-                 {"mae", optional_number(last.mae)}, {"mse", optional_number(last.mse)}}},
+      {"final", {{"epoch", last.epoch}, {"train_loss", json_number(last.train_loss)},
+                 {"valid_loss", json_number(last.valid_loss)}, {"accuracy", json_number(last.valid_accuracy)},
+                 {"error_rate", json_number(last.error_rate)},
+                 {"top_k_accuracy", json_number(last.top_k_accuracy)}, {"top_k", facts.spec.train.top_k},
+                 {"mae", json_number(last.mae)}, {"mse", json_number(last.mse)}}},
       {"started", facts.started},
       {"seconds", seconds},
       {"versions", {{"trainpoint", TRAINPOINT_VERSION_STRING}, {"libtorch", TORCH_VERSION}}},
@@ -563,11 +568,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
         }
         if (!stepping) continue;
         if (synchronizer) synchronizer->finish();
-        // Clipping after the all-reduce, so every rank clips the same averaged gradients.
-        if (precision.unscale(parameters)) {
-          if (spec.train.clip_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, spec.train.clip_norm);
-          optimizer->step();
-        }
+        apply_gradients(precision, parameters, spec.train, *optimizer);
         ++position.step;
         if (metrics) metrics->write_step({position.step, lr, step_loss_sum / step_batches});
         step_loss_sum = 0;
@@ -700,10 +701,7 @@ LrFindResult find_learning_rate(torch::jit::Module& model, const data::Datasets&
                                            spec.train.label_smoothing);
         precision.scaled(loss).backward();
         if (synchronizer) synchronizer->finish();
-        if (precision.unscale(parameters)) {
-          if (spec.train.clip_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, spec.train.clip_norm);
-          optimizer->step();
-        }
+        apply_gradients(precision, parameters, spec.train, *optimizer);
         std::vector<torch::Tensor> losses{loss.detach().to(torch::kDouble).reshape({1})};
         communicator.all_reduce_sum(losses);
         const double mean_loss = losses[0].item<double>() / communicator.world_size();
@@ -746,8 +744,8 @@ LrFindResult find_learning_rate(torch::jit::Module& model, const data::Datasets&
     fs::create_directories(output_dir);
     std::string lines;
     for (const LrFindPoint& p : result.points) {
-      lines += nlohmann::json{{"step", p.step}, {"lr", p.lr}, {"loss", optional_number(p.loss)},
-                              {"smoothed_loss", optional_number(p.smoothed_loss)}}
+      lines += nlohmann::json{{"step", p.step}, {"lr", p.lr}, {"loss", json_number(p.loss)},
+                              {"smoothed_loss", json_number(p.smoothed_loss)}}
                    .dump() +
                "\n";
     }
