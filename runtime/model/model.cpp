@@ -75,6 +75,8 @@ torch::jit::Module load_torchscript(const std::filesystem::path& file, const std
   }
 }
 
+bool is_resnet(const std::string& arch) { return arch == "resnet18" || arch == "resnet34" || arch == "resnet50"; }
+
 std::filesystem::path in_repository(const std::filesystem::path& root, const std::string& path) {
   return std::filesystem::path(path).is_absolute() ? std::filesystem::path(path) : root / path;
 }
@@ -85,8 +87,7 @@ torch::jit::Module build(const spec::ModelSpec& spec, const data::Schema& schema
     return load_torchscript(in_repository(root, spec.torchscript), spec.torchscript);
   if (spec.arch == "mlp") return mlp(spec.hidden, schema);
   if (spec.arch == "small_cnn") return small_cnn(schema);
-  if (spec.arch == "resnet18" || spec.arch == "resnet34" || spec.arch == "resnet50")
-    return resnet(spec.arch, schema);
+  if (is_resnet(spec.arch)) return resnet(spec.arch, schema);
   if (spec.arch == "tabular") return tabular(spec.hidden, schema);
   fail(ExitCode::model, "model.arch '{}' is not a built-in architecture", spec.arch);
 }
@@ -132,8 +133,7 @@ void set_body_trainable(torch::jit::Module& model, bool trainable) {
 }
 
 bool is_built_in_convnet(const spec::ModelSpec& spec) {
-  return spec.torchscript.empty() &&
-         (spec.arch == "small_cnn" || spec.arch == "resnet18" || spec.arch == "resnet34" || spec.arch == "resnet50");
+  return spec.torchscript.empty() && (spec.arch == "small_cnn" || is_resnet(spec.arch));
 }
 
 void configure_process_for_training() {
