@@ -82,8 +82,8 @@ preflight::Report run_preflight(const cli::Options& options, std::optional<SpecS
   request.git = options.git;
   request.git.url = options.repo;
   request.git.ref = options.ref;
-  request.git.workdir = fs::absolute(options.workdir);
   request.workdir = fs::absolute(options.workdir);
+  request.git.workdir = request.workdir;
   request.visible_gpus = visible_gpus();
   request.load_spec = [&] {
     source = locate_spec(options);
@@ -124,14 +124,14 @@ int run_user_command(const cli::Options& options, const SpecSource& source, cons
                           {"WORLD_SIZE", std::to_string(topology.world_size())},
                           {"LOCAL_WORLD_SIZE", std::to_string(topology.nproc_per_node)}};
   }
-  const storage::OutputLocation output(spec, fs::absolute(options.workdir));
+  const fs::path workdir = fs::absolute(options.workdir);
+  const storage::OutputLocation output(spec, workdir);
   std::error_code error;
   fs::create_directories(output.local_dir(), error);
   if (error) fail(ExitCode::output, "job.output: cannot create {}: {}", output.local_dir().string(), error.message());
   launch.environment["TRAINPOINT_OUTPUT_DIR"] = output.local_dir().string();
   if (!spec.data.source.empty()) {
-    const storage::Placement placement{fs::absolute(options.workdir), topology,
-                                       topology.rank.value_or(topology.node_rank)};
+    const storage::Placement placement{workdir, topology, topology.rank.value_or(topology.node_rank)};
     launch.environment["TRAINPOINT_DATA_DIR"] = storage::local_data_for_command(spec.data, source.root, placement);
   }
   spdlog::info("command mode: running '{}' from {} as {} worker(s) ({} convention, node {} of {})",
@@ -178,13 +178,13 @@ int run(const cli::Options& options) {
   if (world_size > 1) log::set_rank(rank);
   spdlog::info("spec {} is valid: job '{}'", options.spec, spec.job.name);
 
-  const storage::OutputLocation output(spec, fs::absolute(options.workdir));
+  const fs::path workdir = fs::absolute(options.workdir);
+  const storage::OutputLocation output(spec, workdir);
   if (spec.checkpoint.resume == "auto") output.fetch_for_resume(spec.checkpoint.keep);
   const auto seed = static_cast<std::uint64_t>(spec.job.seed);
-  const data::Datasets data =
-      storage::open_data(spec.data, source.root, {fs::absolute(options.workdir), topology, rank}, seed);
+  const data::Datasets data = storage::open_data(spec.data, source.root, {workdir, topology, rank}, seed);
   torch::jit::Module model =
-      model::create(storage::with_local_weights(spec, fs::absolute(options.workdir)), data.schema, source.root, seed);
+      model::create(storage::with_local_weights(spec, workdir), data.schema, source.root, seed);
 
   // Workers of one node share the cores the pod may use.
   model::set_compute_threads(std::max(1, usable_cores() / topology.nproc_per_node));
@@ -207,8 +207,8 @@ int run(const cli::Options& options) {
   environment.publish = [&](const fs::path& file) { output.publish(file); };
   if (spec.train.lr_find) {
     train::find_learning_rate(model, data, spec, *communicator, output.local_dir(), environment);
-    for (const char* file : {"lr_find.jsonl", "lr_find.html"}) {
-      if (rank == 0) output.publish(output.local_dir() / file);
+    if (rank == 0) {
+      for (const char* file : {"lr_find.jsonl", "lr_find.html"}) output.publish(output.local_dir() / file);
     }
     return 0;
   }
