@@ -32,6 +32,11 @@ std::filesystem::path temporary_sibling(const std::filesystem::path& target) {
   return target.parent_path() / ("." + name + suffix);
 }
 
+bool has_size(const std::filesystem::path& file, std::uint64_t size) {
+  std::error_code error;
+  return std::filesystem::file_size(file, error) == size && !error;
+}
+
 void commit_file(const std::filesystem::path& temporary, const std::filesystem::path& target) {
   const int fd = ::open(temporary.c_str(), O_RDONLY);
   if (fd < 0 || ::fsync(fd) != 0) {

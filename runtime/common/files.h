@@ -2,6 +2,7 @@
 // A crash leaves at most a `*.tmp-*` file, never a truncated file under the final name.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string_view>
 
@@ -15,6 +16,9 @@ std::filesystem::path temporary_sibling(const std::filesystem::path& target);
 void commit_file(const std::filesystem::path& temporary, const std::filesystem::path& target);
 // Writes `content` to `target` atomically. Throws tp::Error (output or storage class) on failure.
 void write_file_atomic(const std::filesystem::path& target, std::string_view content);
+// Whether `file` is there with exactly `size` bytes (false when it cannot be examined): how a copy
+// fetched earlier, and verified then, is recognised.
+bool has_size(const std::filesystem::path& file, std::uint64_t size);
 // Reads a whole file; on failure throws tp::Error of class `code_if_unreadable`, naming the path.
 std::string read_file(const std::filesystem::path& path, ExitCode code_if_unreadable);
 

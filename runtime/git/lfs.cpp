@@ -356,8 +356,7 @@ void fetch_lfs_objects(git_repository* repo, const RemoteUrl& remote, const Remo
     // Cached objects were verified before they were stored (atomically); their size is checked again.
     if (!cache_objects.empty()) {
       const fs::path cached = object_path(cache_objects, pointer.oid);
-      std::error_code error;
-      if (fs::file_size(cached, error) == pointer.size && !error) {
+      if (has_size(cached, pointer.size)) {
         place(cached, target, true);
         continue;
       }

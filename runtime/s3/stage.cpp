@@ -65,8 +65,7 @@ class CacheJournal {
   bool holds(const fs::path& relative, const CacheEntry& wanted) const {
     const auto found = entries_.find(relative.generic_string());
     if (found == entries_.end() || !(found->second == wanted)) return false;
-    std::error_code error;
-    return fs::file_size(root_ / relative, error) == wanted.size && !error;
+    return has_size(root_ / relative, wanted.size);
   }
 
   void record(const fs::path& relative, const CacheEntry& entry) {

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "s3/client.h"
 #include "s3/credentials.h"
 #include "s3/paths.h"
@@ -25,8 +26,7 @@ spec::ModelSpec with_local_weights(const spec::Spec& spec, const fs::path& workd
   // The key becomes a path below the bucket's directory, refused if it could escape it.
   const fs::path target =
       fs::absolute(workdir / "weights" / url.bucket / s3::local_path_for_key(url.key, ""));
-  std::error_code error;
-  if (fs::file_size(target, error) != object->size || error) {
+  if (!has_size(target, object->size)) {
     spdlog::info("downloading model.weights {} ({} bytes)", model.weights, object->size);
     fs::create_directories(target.parent_path());
     client.download(url.bucket, {{*object, target}});

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "s3/client.h"
 #include "s3/paths.h"
 #include "s3/stage.h"
@@ -46,8 +47,7 @@ std::size_t OutputLocation::fetch_for_resume(std::int64_t keep) const {
   }
   for (const auto& object : checkpoints) {
     const fs::path target = local_dir_ / s3::local_path_for_key(object.key, prefix_);
-    std::error_code error;
-    if (fs::file_size(target, error) == object.size && !error) continue;
+    if (has_size(target, object.size)) continue;
     missing.push_back({object, target});
   }
   if (missing.empty()) return 0;
