@@ -219,6 +219,9 @@ TEST(Transform, MatchesPilsBilinearResize) {
   };
   const Case cases[] = {
       {3, {0, 0, 97, 61}, 24, false},           // the whole image, shrunk
+      {3, {3.5, 2, 80, 55}, 50, false},         // shrunk less than 2x, as most random crops to 224
+      {3, {1, 1, 60, 59}, 41, true},            // the same with an odd size (rows are filtered in pairs)
+      {3, {0, 0, 97, 61}, 45, false},           // shrunk 2-3x
       {3, {10.5, 3.25, 70.4, 50.1}, 32, true},  // a fractional box, shrunk and mirrored
       {3, {40, 20, 9, 13}, 31, false},          // a small box, enlarged
       {3, {0, 30, 97, 31}, 16, true},           // a wide strip at the bottom edge
