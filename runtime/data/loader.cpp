@@ -45,14 +45,38 @@ Loader::~Loader() {
   for (auto& thread : threads_) thread.join();
 }
 
-Batch Loader::make_batch(std::size_t batch_index) const {
+at::Tensor Loader::inputs_buffer(const at::Tensor& example, std::int64_t count) {
+  if (pin_ || count != options_.batch_size) return batch_like(example, count, pin_);
+  const std::size_t max_buffers = limit_ + 2;  // those being made or ready, and two held by the caller
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const at::Tensor& buffer : buffers_) {
+      // Neither the caller nor any view of its memory still refers to it.
+      if (buffer.use_count() == 1 && buffer.storage().use_count() == 1 &&
+          buffer.sizes().slice(1) == example.sizes() && buffer.dtype() == example.dtype()) {
+        return buffer;
+      }
+    }
+  }
+  at::Tensor buffer = batch_like(example, count, false);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (buffers_.size() < max_buffers) {
+    buffers_.push_back(buffer);
+  } else {  // all in use: forget the oldest, which the caller may be keeping for good
+    buffers_.erase(buffers_.begin());
+    buffers_.push_back(buffer);
+  }
+  return buffer;
+}
+
+Batch Loader::make_batch(std::size_t batch_index) {
   const auto batch = static_cast<std::size_t>(options_.batch_size);
   const std::size_t begin = batch_index * batch;
   const std::size_t end = std::min(indices_.size(), begin + batch);
   const auto count = static_cast<std::int64_t>(end - begin);
   // The first example gives the shapes; the others are written straight into their slots of the batch.
   const Example first = dataset_->get(indices_[begin], epoch_);
-  Batch out{batch_like(first.input, count, pin_), batch_like(first.target, count, pin_)};
+  Batch out{inputs_buffer(first.input, count), batch_like(first.target, count, pin_)};
   out.inputs[0].copy_(first.input);
   out.targets[0].copy_(first.target);
   for (std::int64_t i = 1; i < count; ++i) {

@@ -34,7 +34,10 @@ struct LoaderOptions {
 
 // Iterates once over `indices` of `dataset` (one rank's share of an epoch, from DistributedSampler).
 // Memory bound: the loader holds at most max_batches_in_memory() batches (ready or being made; each worker
-// makes one batch at a time), plus the batch the caller holds, plus one decoded image per worker.
+// makes one batch at a time), plus the batch the caller holds, plus one decoded image per worker. Full
+// batches are filled into input buffers the caller has let go when there are any (new memory costs a page
+// fault per 4 KiB written); up to max_batches_in_memory() + 2 such buffers are kept while the loader lives.
+// Pinned batches are left to LibTorch's pinned-memory cache, which knows when an asynchronous copy is done.
 class Loader {
  public:
   Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::size_t> indices, std::int64_t epoch,
@@ -52,7 +55,8 @@ class Loader {
   std::optional<Batch> next();
 
  private:
-  Batch make_batch(std::size_t batch_index) const;
+  Batch make_batch(std::size_t batch_index);
+  at::Tensor inputs_buffer(const at::Tensor& example, std::int64_t count);
   void work();
 
   std::shared_ptr<const Dataset> dataset_;
@@ -71,6 +75,8 @@ class Loader {
   std::exception_ptr error_;
   std::size_t error_batch_ = 0;  // the earliest batch that failed
   bool stopping_ = false;
+  // Input buffers of full batches; one whose only reference is this list is free to refill.
+  std::vector<at::Tensor> buffers_;
   std::vector<std::thread> threads_;
 };
 
