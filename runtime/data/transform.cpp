@@ -29,7 +29,9 @@ typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
 // Filter taps along one axis: output i reads `count[i]` source pixels from `first[i]` with the weights at
 // weights[i * max_taps ...]. Flat arrays keep the inner loops free of indirection.
 struct AxisTaps {
-  int max_taps = 0;
+  int max_taps = 0;   // the stride of `weights`
+  int most_taps = 0;  // the largest count
+
   std::vector<int> first, count;
   std::vector<float> weights;
 };
@@ -59,10 +61,12 @@ AxisTaps compute_taps(double start, double length, int in_size, int out_size) {
       taps.first[static_cast<std::size_t>(i)] = std::clamp(static_cast<int>(center), 0, in_size - 1);
       taps.count[static_cast<std::size_t>(i)] = 1;
       weights[0] = 1.f;
+      taps.most_taps = std::max(taps.most_taps, 1);
       continue;
     }
     taps.first[static_cast<std::size_t>(i)] = first;
     taps.count[static_cast<std::size_t>(i)] = last - first;
+    taps.most_taps = std::max(taps.most_taps, last - first);
     for (int k = 0; k < last - first; ++k) weights[k] = static_cast<float>(weights[k] / total);
   }
   return taps;
@@ -179,10 +183,14 @@ TP_INLINE void filter(const Image& image, const AxisTaps& rows, const Horizontal
       horizontal_gray(pass, scratch.row1, y1);
       continue;
     }
-    switch (pass.columns.max_taps) {
-      case 3: horizontal_rgb_pair<3>(pass, scratch.row0, scratch.row1, scratch.staging); break;  // enlarging
-      case 5: horizontal_rgb_pair<5>(pass, scratch.row0, scratch.row1, scratch.staging); break;  // shrinking <= 2x
-      case 7: horizontal_rgb_pair<7>(pass, scratch.row0, scratch.row1, scratch.staging); break;  // up to 3x
+    // As many taps as the widest output pixel reads: 2-3 when enlarging, 3-5 when shrinking up to 2x.
+    switch (pass.columns.most_taps) {
+      case 2: horizontal_rgb_pair<2>(pass, scratch.row0, scratch.row1, scratch.staging); break;
+      case 3: horizontal_rgb_pair<3>(pass, scratch.row0, scratch.row1, scratch.staging); break;
+      case 4: horizontal_rgb_pair<4>(pass, scratch.row0, scratch.row1, scratch.staging); break;
+      case 5: horizontal_rgb_pair<5>(pass, scratch.row0, scratch.row1, scratch.staging); break;
+      case 6: horizontal_rgb_pair<6>(pass, scratch.row0, scratch.row1, scratch.staging); break;
+      case 7: horizontal_rgb_pair<7>(pass, scratch.row0, scratch.row1, scratch.staging); break;
       default: horizontal_rgb_pair<0>(pass, scratch.row0, scratch.row1, scratch.staging);
     }
     for (std::size_t c = 0; c < 3; ++c) {
