@@ -205,6 +205,7 @@ int run(const cli::Options& options) {
   // A GPU per local rank (nproc_per_node "auto" is the number of GPUs).
   if (devices > 0) environment.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % devices));
   environment.publish = [&](const fs::path& file) { output.publish(file); };
+  environment.withdraw = [&](const fs::path& file) { output.withdraw(file); };
   if (spec.train.lr_find) {
     train::find_learning_rate(model, data, spec, *communicator, output.local_dir(), environment);
     if (rank == 0) {

@@ -259,7 +259,7 @@ std::vector<Setting> declare_all() {
       Declare("checkpoint.every_epochs", &Spec::checkpoint, &CheckpointSpec::every_epochs).fallback(1).range(0, 100000)
           .doc("Write a checkpoint every N epochs (0: only the final model)."),
       Declare("checkpoint.keep", &Spec::checkpoint, &CheckpointSpec::keep).fallback(3).range(1, 1000)
-          .doc("Checkpoints kept; older ones are deleted."),
+          .doc("Checkpoints kept; older ones are deleted, from an s3:// job.output too."),
       Declare("checkpoint.resume", &Spec::checkpoint, &CheckpointSpec::resume).fallback("auto").choices({"auto", "never"})
           .doc("auto: continue from the newest valid checkpoint in the output directory. never: start afresh."),
       // [k8s]

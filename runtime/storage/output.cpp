@@ -58,14 +58,22 @@ std::size_t OutputLocation::fetch_for_resume(std::int64_t keep) const {
   return missing.size();
 }
 
-void OutputLocation::publish(const fs::path& file) const {
-  if (!client_) return;
+std::string OutputLocation::key_of(const fs::path& file) const {
   const fs::path relative = file.lexically_relative(local_dir_);
   if (relative.empty() || *relative.begin() == "..") {
     fail(ExitCode::internal, "{} is not in the output directory {}", file.string(), local_dir_.string());
   }
-  const std::string key = relative == "." ? prefix_ : prefix_ + relative.generic_string();
-  s3::upload_with(*client_, file, "s3://" + bucket_ + "/" + key);
+  return relative == "." ? prefix_ : prefix_ + relative.generic_string();
+}
+
+void OutputLocation::publish(const fs::path& file) const {
+  if (!client_) return;
+  s3::upload_with(*client_, file, "s3://" + bucket_ + "/" + key_of(file));
+}
+
+void OutputLocation::withdraw(const fs::path& file) const {
+  if (!client_) return;
+  client_->remove(bucket_, key_of(file));
 }
 
 }  // namespace tp::storage

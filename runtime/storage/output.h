@@ -35,8 +35,13 @@ class OutputLocation {
   // S3 outputs: uploads `file` (under local_dir(), or local_dir() itself) to the same relative key below
   // the prefix, or every file of a directory. Does nothing for local outputs. Throws tp::Error (network, storage, output).
   void publish(const std::filesystem::path& file) const;
+  // S3 outputs: deletes the object that publish(file) wrote (for a file deleted locally). Does nothing for
+  // local outputs. Throws tp::Error (network, storage, output).
+  void withdraw(const std::filesystem::path& file) const;
 
  private:
+  std::string key_of(const std::filesystem::path& file) const;
+
   std::string name_;
   std::filesystem::path local_dir_;
   std::string bucket_;

@@ -106,9 +106,14 @@ std::optional<TrainingPosition> load_latest_checkpoint(const fs::path& directory
   return std::nullopt;
 }
 
-void prune_checkpoints(const fs::path& directory, std::int64_t keep) {
+std::vector<fs::path> prune_checkpoints(const fs::path& directory, std::int64_t keep) {
   const auto files = list_checkpoints(directory);
-  for (std::size_t i = static_cast<std::size_t>(keep); i < files.size(); ++i) fs::remove(files[i]);
+  std::vector<fs::path> removed;
+  for (std::size_t i = static_cast<std::size_t>(keep); i < files.size(); ++i) {
+    fs::remove(files[i]);
+    removed.push_back(files[i]);
+  }
+  return removed;
 }
 
 }  // namespace tp::train

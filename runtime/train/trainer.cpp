@@ -630,8 +630,10 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
         communicator.set_progress(position.step, dist::Phase::checkpoint);
         const fs::path saved = checkpoint_path(checkpoints, position);
         save_checkpoint(saved, model, *optimizer, position);
-        prune_checkpoints(checkpoints, spec.checkpoint.keep);
         published(saved);
+        for (const fs::path& pruned : prune_checkpoints(checkpoints, spec.checkpoint.keep)) {
+          if (environment.withdraw) environment.withdraw(pruned);
+        }
       }
       for (const char* record : {"metrics.jsonl", "metrics.csv", "steps.jsonl", "report.html"}) {
         published(output_dir / record);

@@ -40,11 +40,15 @@ struct FitResult {
 // Called on rank 0 with each output file once it is complete (a checkpoint, the metrics after an epoch,
 // model.pt, run.json), for example to upload it to an s3:// output.
 using PublishFile = std::function<void(const std::filesystem::path& file)>;
+// Called on rank 0 with each published file deleted since (a checkpoint beyond checkpoint.keep), for
+// example to delete it from an s3:// output too.
+using WithdrawFile = std::function<void(const std::filesystem::path& file)>;
 
 // What training needs beyond the spec: where this rank computes, and what to do with finished files.
 struct FitEnvironment {
   c10::Device device = c10::kCPU;  // cuda:<local rank> on a GPU node
   PublishFile publish;             // may be empty
+  WithdrawFile withdraw;           // may be empty
 };
 
 // Trains `model` on `data` as `spec` says and writes into `output_dir` (rank 0 only):

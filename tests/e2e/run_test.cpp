@@ -255,8 +255,9 @@ TEST_F(EndToEnd, TwoRanksTrainFromS3WithShardedStagingAndACacheOnRestart) {
   EXPECT_NE(again.output.find("(0 downloaded"), std::string::npos) << again.output;
 }
 
-// Training reads the images straight from S3 (streaming) and its outputs go to an s3:// prefix; a pod
-// restarted with an empty disk resumes from the checkpoint it finds there.
+// Training reads the images straight from S3 (streaming) and its outputs go to an s3:// prefix, where
+// checkpoints beyond checkpoint.keep are deleted as on a local disk; a pod restarted with an empty disk
+// resumes from the checkpoint it finds there.
 TEST_F(EndToEnd, StreamsFromS3WritesOutputsToS3AndResumesFromThemOnANewDisk) {
   testing::S3Server server;
   const std::string s3_env = upload_data(server);
@@ -265,7 +266,8 @@ TEST_F(EndToEnd, StreamsFromS3WritesOutputsToS3AndResumesFromThemOnANewDisk) {
                        testing::trainpoint_binary() + " run --repo " + repo_.string() + " --ref " + first_ +
                        " --spec train.toml --set data.source=s3://test-bucket/shapes --set data.staging=stream" +
                        " --set data.stream_cache_mb=16 --set job.output=s3://test-bucket/runs/a" +
-                       " --set dist.nproc_per_node=2 --set train.epochs=" + std::to_string(epochs) +
+                       " --set dist.nproc_per_node=2 --set checkpoint.keep=1 --set train.epochs=" +
+                       std::to_string(epochs) +
                        " --workdir " + shell_quote((dir_ / workdir).string()));
   };
   const auto first = run(2, "pod-1");
@@ -283,6 +285,7 @@ TEST_F(EndToEnd, StreamsFromS3WritesOutputsToS3AndResumesFromThemOnANewDisk) {
   for (const char* file : {"model.pt", "run.json", "metrics.jsonl", "metrics.csv", "checkpoints/epoch-000002.ckpt"}) {
     EXPECT_EQ(keys().count(std::string("runs/a/") + file), 1u) << file << "\n" << first.output;
   }
+  EXPECT_EQ(keys().count("runs/a/checkpoints/epoch-000001.ckpt"), 0u) << "pruned (keep = 1)";
 
   // A new pod: nothing on its disk, one more epoch asked for.
   const auto second = run(3, "pod-2");
@@ -296,6 +299,7 @@ TEST_F(EndToEnd, StreamsFromS3WritesOutputsToS3AndResumesFromThemOnANewDisk) {
   ASSERT_EQ(lines.size(), 3u) << "the metrics of the first pod go on";
   EXPECT_EQ(lines.back()["epoch"], 3);
   EXPECT_EQ(keys().count("runs/a/checkpoints/epoch-000003.ckpt"), 1u);
+  EXPECT_EQ(keys().count("runs/a/checkpoints/epoch-000002.ckpt"), 0u) << "pruned (keep = 1)";
 }
 
 // A model written in Python and scripted there (torch.jit.script) trains in trainpoint as

@@ -122,6 +122,13 @@ TEST_F(StorageTest, S3OutputsUploadPublishedFilesAndANewPodFetchesWhatResumingNe
   EXPECT_FALSE(fs::exists(second.local_dir() / "model.pt")) << "a finished model is not needed to resume";
   EXPECT_EQ(second.fetch_for_resume(2), 0u) << "what is there is not fetched again";
 
+  // A checkpoint pruned locally is withdrawn from S3: a third pod no longer finds it.
+  second.withdraw(checkpoints / "epoch-000002.ckpt");
+  const OutputLocation third(spec_, dir_ / "pod-4");
+  EXPECT_EQ(third.fetch_for_resume(2), 3u);
+  EXPECT_FALSE(fs::exists(third.local_dir() / "checkpoints" / "epoch-000002.ckpt"));
+  EXPECT_TRUE(fs::exists(third.local_dir() / "checkpoints" / "epoch-000001.ckpt")) << "now among the newest 2";
+
   spec_.job.output = "out";
   const OutputLocation local(spec_, dir_ / "pod-3");
   EXPECT_FALSE(local.remote());

@@ -6,6 +6,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <csignal>
 #include <fstream>
 #include <map>
@@ -88,7 +89,12 @@ TEST(Trainer, LossFallsToTargetAndOutputsAreWritten) {
   const auto spec = small_spec();
   auto model = model::create(spec.model, data.schema, ".", 1);
   auto single = dist::single_process();
-  const auto result = fit(model, data, spec, *single, dir / "out", {"repo", "main", "abc123", "train.toml", ""});
+  FitEnvironment environment;
+  std::vector<fs::path> published, withdrawn;
+  environment.publish = [&](const fs::path& file) { published.push_back(file); };
+  environment.withdraw = [&](const fs::path& file) { withdrawn.push_back(file); };
+  const auto result =
+      fit(model, data, spec, *single, dir / "out", {"repo", "main", "abc123", "train.toml", ""}, environment);
   EXPECT_EQ(result.epochs_run, 4);
   EXPECT_LT(result.last.train_loss, 0.3);
   EXPECT_GT(result.last.valid_accuracy, 0.9);
@@ -118,6 +124,10 @@ TEST(Trainer, LossFallsToTargetAndOutputsAreWritten) {
   EXPECT_FALSE(fs::exists(checkpoint_path(dir / "out/checkpoints", {2})));
   EXPECT_TRUE(fs::exists(checkpoint_path(dir / "out/checkpoints", {3})));
   EXPECT_TRUE(fs::exists(checkpoint_path(dir / "out/checkpoints", {4})));
+  // Each checkpoint was published; the pruned ones were withdrawn after their successors were published.
+  const fs::path first = checkpoint_path(dir / "out/checkpoints", {1});
+  EXPECT_EQ(std::count(published.begin(), published.end(), first), 1);
+  EXPECT_EQ(withdrawn, (std::vector<fs::path>{first, checkpoint_path(dir / "out/checkpoints", {2})}));
 }
 
 TEST(Trainer, ResumeContinuesFromTheLastCheckpointAndMatchesAStraightRun) {
