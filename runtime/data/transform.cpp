@@ -31,7 +31,6 @@ typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
 struct AxisTaps {
   int max_taps = 0;   // the stride of `weights`
   int most_taps = 0;  // the largest count
-
   std::vector<int> first, count;
   std::vector<float> weights;
 };
