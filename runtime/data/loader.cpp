@@ -45,28 +45,32 @@ Loader::~Loader() {
   for (auto& thread : threads_) thread.join();
 }
 
-at::Tensor Loader::inputs_buffer(const at::Tensor& example, std::int64_t count) {
+at::Tensor Loader::inputs_buffer(const at::Tensor& example, std::int64_t count, std::size_t batch_index) {
   if (pin_ || count != options_.batch_size) return batch_like(example, count, pin_);
-  const std::size_t max_buffers = limit_ + 2;  // those being made or ready, and two held by the caller
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const at::Tensor& buffer : buffers_) {
+    for (InputBuffer& buffer : buffers_) {
       // Neither the caller nor any view of its memory still refers to it.
-      if (buffer.use_count() == 1 && buffer.storage().use_count() == 1 &&
-          buffer.sizes().slice(1) == example.sizes() && buffer.dtype() == example.dtype()) {
-        return buffer;
+      if (buffer.tensor.use_count() == 1 && buffer.tensor.storage().use_count() == 1 &&
+          buffer.tensor.sizes().slice(1) == example.sizes() && buffer.tensor.dtype() == example.dtype()) {
+        buffer.batch = batch_index;
+        return buffer.tensor;
       }
     }
   }
-  at::Tensor buffer = batch_like(example, count, false);
+  at::Tensor tensor = batch_like(example, count, false);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (buffers_.size() < max_buffers) {
-    buffers_.push_back(buffer);
-  } else {  // all in use: forget the oldest, which the caller may be keeping for good
-    buffers_.erase(buffers_.begin());
-    buffers_.push_back(buffer);
+  // Room for the batches being made or ready and the two the caller got last. Past that, the new buffer
+  // replaces one the caller got more than two batches ago and still holds (it may keep it for good).
+  const auto kept = std::find_if(buffers_.begin(), buffers_.end(), [&](const InputBuffer& buffer) {
+    return buffer.batch + 2 < next_to_return_;
+  });
+  if (buffers_.size() < limit_ + 2) {
+    buffers_.push_back({tensor, batch_index});
+  } else if (kept != buffers_.end()) {
+    *kept = {tensor, batch_index};
   }
-  return buffer;
+  return tensor;
 }
 
 Batch Loader::make_batch(std::size_t batch_index) {
@@ -76,7 +80,7 @@ Batch Loader::make_batch(std::size_t batch_index) {
   const auto count = static_cast<std::int64_t>(end - begin);
   // The first example gives the shapes; the others are written straight into their slots of the batch.
   const Example first = dataset_->get(indices_[begin], epoch_);
-  Batch out{inputs_buffer(first.input, count), batch_like(first.target, count, pin_)};
+  Batch out{inputs_buffer(first.input, count, batch_index), batch_like(first.target, count, pin_)};
   out.inputs[0].copy_(first.input);
   out.targets[0].copy_(first.target);
   for (std::int64_t i = 1; i < count; ++i) {

@@ -36,7 +36,8 @@ struct LoaderOptions {
 // Memory bound: the loader holds at most max_batches_in_memory() batches (ready or being made; each worker
 // makes one batch at a time), plus the batch the caller holds, plus one decoded image per worker. Full
 // batches are filled into input buffers the caller has let go when there are any (new memory costs a page
-// fault per 4 KiB written); up to max_batches_in_memory() + 2 such buffers are kept while the loader lives.
+// fault per 4 KiB written); up to max_batches_in_memory() + 2 such buffers are kept while the loader lives,
+// including those in use.
 // Pinned batches are left to LibTorch's pinned-memory cache, which knows when an asynchronous copy is done.
 class Loader {
  public:
@@ -56,7 +57,7 @@ class Loader {
 
  private:
   Batch make_batch(std::size_t batch_index);
-  at::Tensor inputs_buffer(const at::Tensor& example, std::int64_t count);
+  at::Tensor inputs_buffer(const at::Tensor& example, std::int64_t count, std::size_t batch_index);
   void work();
 
   std::shared_ptr<const Dataset> dataset_;
@@ -76,7 +77,11 @@ class Loader {
   std::size_t error_batch_ = 0;  // the earliest batch that failed
   bool stopping_ = false;
   // Input buffers of full batches; one whose only reference is this list is free to refill.
-  std::vector<at::Tensor> buffers_;
+  struct InputBuffer {
+    at::Tensor tensor;
+    std::size_t batch;  // the batch it was last filled for
+  };
+  std::vector<InputBuffer> buffers_;
   std::vector<std::thread> threads_;
 };
 

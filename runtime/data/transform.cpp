@@ -96,9 +96,9 @@ TP_INLINE void horizontal_gray(const HorizontalPass& pass, const float* row, int
 // RGB, two output rows (from rows row0 and row1) at once, sharing the weights: each source pixel's three
 // channels are loaded as four floats (the fourth, the next pixel's first channel, is ignored). The results
 // go to `staging` as channel-major pairs of rows, an L1-resident buffer copied to the output by whole rows
-// (stored value by value into the planes of a large batch, they were the filter's costliest instructions). With Taps > 0
-// every output pixel reads Taps source pixels, the weights past its own count being zero: a fixed-length
-// loop the compiler unrolls (15% faster than the per-pixel count, Taps = 0).
+// (stored value by value into the planes of a large batch, they were the filter's costliest instructions).
+// With Taps > 0 every output pixel reads Taps source pixels, the weights past its own count being zero: a
+// fixed-length loop the compiler unrolls (15% faster than the per-pixel count, Taps = 0).
 template <int Taps>
 TP_INLINE void horizontal_rgb_pair(const HorizontalPass& pass, const float* row0, const float* row1,
                                    float* staging) {
@@ -128,8 +128,8 @@ TP_INLINE void horizontal_rgb_pair(const HorizontalPass& pass, const float* row0
 
 // The vertical pass of output row y over `width` bytes from byte `offset` of each source row, into `target`
 // (contiguous bytes in, floats out, which the compiler vectorizes).
-TP_INLINE void vertical(const Image& image, const AxisTaps& rows, int y, std::size_t offset, std::size_t width,
-                        float* target) {
+TP_INLINE void vertical(const Image& image, const AxisTaps& rows, int y, std::size_t offset,
+                        std::size_t width, float* target) {
   const float* weights = &rows.weights[static_cast<std::size_t>(y) * rows.max_taps];
   const std::size_t stride = static_cast<std::size_t>(image.width) * image.channels;
   const std::uint8_t* source = image.row(rows.first[static_cast<std::size_t>(y)]) + offset;
@@ -183,6 +183,7 @@ TP_INLINE void filter(const Image& image, const AxisTaps& rows, const Horizontal
       continue;
     }
     // As many taps as the widest output pixel reads: 2-3 when enlarging, 3-5 when shrinking up to 2x.
+    // clang-format off
     switch (pass.columns.most_taps) {
       case 2: horizontal_rgb_pair<2>(pass, scratch.row0, scratch.row1, scratch.staging); break;
       case 3: horizontal_rgb_pair<3>(pass, scratch.row0, scratch.row1, scratch.staging); break;
@@ -192,6 +193,7 @@ TP_INLINE void filter(const Image& image, const AxisTaps& rows, const Horizontal
       case 7: horizontal_rgb_pair<7>(pass, scratch.row0, scratch.row1, scratch.staging); break;
       default: horizontal_rgb_pair<0>(pass, scratch.row0, scratch.row1, scratch.staging);
     }
+    // clang-format on
     for (std::size_t c = 0; c < 3; ++c) {
       float* plane = pass.out + c * size * size;
       store_row(plane + static_cast<std::size_t>(y0) * size, scratch.staging + 2 * c * size, size);

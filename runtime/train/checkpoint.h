@@ -36,6 +36,7 @@ std::optional<TrainingPosition> load_latest_checkpoint(const std::filesystem::pa
                                                        torch::jit::Module& model, torch::optim::Optimizer& optimizer);
 
 // Deletes all but the newest `keep` checkpoints.
-std::vector<std::filesystem::path> prune_checkpoints(const std::filesystem::path& directory, std::int64_t keep);
+std::vector<std::filesystem::path> prune_checkpoints(const std::filesystem::path& directory,
+                                                     std::int64_t keep);
 
 }  // namespace tp::train

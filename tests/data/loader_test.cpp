@@ -147,7 +147,9 @@ TEST(Loader, RefillsOnlyTheBuffersOfBatchesTheCallerLetGo) {
   std::vector<std::size_t> indices(400);
   std::iota(indices.begin(), indices.end(), 0);
   const auto expected = [&](std::size_t batch) {
-    return torch::arange(static_cast<double>(batch * 4), static_cast<double>(batch * 4 + 4)).unsqueeze(1).expand({4, 4});
+    return torch::arange(static_cast<double>(batch * 4), static_cast<double>(batch * 4 + 4))
+        .unsqueeze(1)
+        .expand({4, 4});
   };
   for (int workers : {0, 3}) {
     Loader loader(dataset, indices, 0, {4, workers});
@@ -157,16 +159,21 @@ TEST(Loader, RefillsOnlyTheBuffersOfBatchesTheCallerLetGo) {
     for (std::size_t b = 0; auto batch = loader.next(); ++b) {
       ASSERT_TRUE(batch->inputs.equal(expected(b))) << b;
       addresses.insert(batch->inputs.data_ptr());
-      if (b % 10 == 0) kept.emplace_back(b, batch->inputs);       // the caller holds the batch
-      if (b % 10 == 5) kept_views.push_back(batch->inputs[2]);   // or a view of its memory
+      if (b % 10 == 0) kept.emplace_back(b, batch->inputs);     // the caller holds the batch
+      if (b % 10 == 5) kept_views.push_back(batch->inputs[2]);  // or a view of its memory
     }
     // Every batch the caller still holds, or holds a view of, kept its contents.
-    for (const auto& [b, inputs] : kept) EXPECT_TRUE(inputs.equal(expected(b))) << b << ", " << workers << " workers";
-    for (std::size_t i = 0; i < kept_views.size(); ++i) {
-      EXPECT_TRUE(kept_views[i].equal(expected(i * 10 + 5)[2])) << i * 10 + 5 << ", " << workers << " workers";
+    for (const auto& [b, inputs] : kept) {
+      EXPECT_TRUE(inputs.equal(expected(b))) << b << ", " << workers << " workers";
     }
-    // Of 100 batches, 20 are held; most of the 80 let go were refilled (without reuse: about 90 addresses).
-    EXPECT_LT(addresses.size(), 60u) << workers << " workers";
+    for (std::size_t i = 0; i < kept_views.size(); ++i) {
+      EXPECT_TRUE(kept_views[i].equal(expected(i * 10 + 5)[2]))
+          << i * 10 + 5 << ", " << workers << " workers";
+    }
+    // New memory only to fill the kept buffers and to replace those the caller held on to (without reuse:
+    // 96-100 addresses).
+    const std::size_t held = kept.size() + kept_views.size();
+    EXPECT_LE(addresses.size(), loader.max_batches_in_memory() + 2 + held) << workers << " workers";
   }
 }
 

@@ -262,13 +262,13 @@ TEST_F(EndToEnd, StreamsFromS3WritesOutputsToS3AndResumesFromThemOnANewDisk) {
   testing::S3Server server;
   const std::string s3_env = upload_data(server);
   const auto run = [&](int epochs, const std::string& workdir) {
-    return run_command(s3_env + "MASTER_PORT=" + std::to_string(testing::free_port()) + " " +
-                       testing::trainpoint_binary() + " run --repo " + repo_.string() + " --ref " + first_ +
-                       " --spec train.toml --set data.source=s3://test-bucket/shapes --set data.staging=stream" +
-                       " --set data.stream_cache_mb=16 --set job.output=s3://test-bucket/runs/a" +
-                       " --set dist.nproc_per_node=2 --set checkpoint.keep=1 --set train.epochs=" +
-                       std::to_string(epochs) +
-                       " --workdir " + shell_quote((dir_ / workdir).string()));
+    return run_command(
+        s3_env + "MASTER_PORT=" + std::to_string(testing::free_port()) + " " + testing::trainpoint_binary() +
+        " run --repo " + repo_.string() + " --ref " + first_ +
+        " --spec train.toml --set data.source=s3://test-bucket/shapes --set data.staging=stream" +
+        " --set data.stream_cache_mb=16 --set job.output=s3://test-bucket/runs/a" +
+        " --set dist.nproc_per_node=2 --set checkpoint.keep=1 --set train.epochs=" + std::to_string(epochs) +
+        " --workdir " + shell_quote((dir_ / workdir).string()));
   };
   const auto first = run(2, "pod-1");
   ASSERT_EQ(first.exit_code, 0) << first.output;

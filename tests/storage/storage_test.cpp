@@ -127,7 +127,8 @@ TEST_F(StorageTest, S3OutputsUploadPublishedFilesAndANewPodFetchesWhatResumingNe
   const OutputLocation third(spec_, dir_ / "pod-4");
   EXPECT_EQ(third.fetch_for_resume(2), 3u);
   EXPECT_FALSE(fs::exists(third.local_dir() / "checkpoints" / "epoch-000002.ckpt"));
-  EXPECT_TRUE(fs::exists(third.local_dir() / "checkpoints" / "epoch-000001.ckpt")) << "now among the newest 2";
+  EXPECT_TRUE(fs::exists(third.local_dir() / "checkpoints" / "epoch-000001.ckpt"))
+      << "now among the newest 2";
 
   spec_.job.output = "out";
   const OutputLocation local(spec_, dir_ / "pod-3");
