@@ -8,24 +8,18 @@
 
 #include "s3/streaming.h"
 #include "s3_server.h"
+#include "support/temp_dir.h"
 
 namespace tp::s3 {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::bytes_in;
 using testing::S3Server;
 
 std::string read_all(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::uint64_t bytes_in(const fs::path& directory) {
-  std::uint64_t total = 0;
-  for (const auto& entry : fs::recursive_directory_iterator(directory)) {
-    if (entry.is_regular_file()) total += entry.file_size();
-  }
-  return total;
 }
 
 TEST(StreamingTest, FetchesAheadInReadOrderWithinTheCapacity) {

@@ -22,20 +22,8 @@ namespace tp::storage {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::bytes_in;
 using testing::S3Server;
-
-// The cache's loader threads evict files while this walks the directory: a file gone meanwhile counts as
-// nothing (std::filesystem would throw).
-std::uint64_t bytes_in(const fs::path& directory) {
-  std::uint64_t total = 0;
-  std::error_code error;
-  for (fs::recursive_directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
-    std::error_code gone;
-    const std::uintmax_t size = it->is_regular_file(gone) ? it->file_size(gone) : 0;
-    if (!gone) total += size;
-  }
-  return total;
-}
 
 class StorageTest : public ::testing::Test {
  protected:

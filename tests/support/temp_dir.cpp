@@ -24,4 +24,16 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
   if (!out) throw std::runtime_error("cannot write " + path.string());
 }
 
+std::uint64_t bytes_in(const std::filesystem::path& directory) {
+  namespace fs = std::filesystem;
+  std::uint64_t total = 0;
+  std::error_code error;
+  for (fs::recursive_directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
+    std::error_code gone;
+    const std::uintmax_t size = it->is_regular_file(gone) ? it->file_size(gone) : 0;
+    if (!gone) total += size;
+  }
+  return total;
+}
+
 }  // namespace tp::testing

@@ -1,6 +1,7 @@
 // A temporary directory removed at the end of a test.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -20,5 +21,9 @@ class TempDir {
 };
 
 void write_text(const std::filesystem::path& path, const std::string& text);
+
+// The bytes in the regular files below `directory`. A cache's threads may evict files while this walks it:
+// a file gone meanwhile counts as nothing (std::filesystem's throwing calls would fail the test).
+std::uint64_t bytes_in(const std::filesystem::path& directory);
 
 }  // namespace tp::testing
