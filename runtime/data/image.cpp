@@ -40,6 +40,30 @@ const auto* jpeg_data(std::string_view bytes) {
   return reinterpret_cast<const unsigned char*>(bytes.data());
 }
 
+// PIL's "L" conversion: ITU-R 601-2 luma in its 16-bit fixed point, rounded.
+std::uint8_t luma(const std::uint8_t* rgb) {
+  return static_cast<std::uint8_t>((rgb[0] * 19595 + rgb[1] * 38470 + rgb[2] * 7471 + 0x8000) >> 16);
+}
+
+// Four-channel JPEGs as PIL reads them (ImageNet has some): libjpeg's CMYK samples (YCCK converted to them)
+// are Adobe's inverted CMYK, from which PIL's RGB is (255 - K) - C (255 - K) / 255 in its rounding; gray is
+// that RGB's luma.
+void inverted_cmyk_to(const std::uint8_t* in, std::size_t count, int channels, std::uint8_t* out) {
+  for (std::size_t i = 0; i < count; ++i, in += 4, out += channels) {
+    const int white = in[3];  // 255 - K
+    std::uint8_t rgb[3];
+    for (int c = 0; c < 3; ++c) {
+      const int product = (255 - in[c]) * white + 128;
+      rgb[c] = static_cast<std::uint8_t>(white - (((product >> 8) + product) >> 8));
+    }
+    if (channels == 1) {
+      out[0] = luma(rgb);
+    } else {
+      std::memcpy(out, rgb, 3);
+    }
+  }
+}
+
 // Converts interleaved pixels of `from` channels (1 gray, 2 gray+alpha, 3 RGB, 4 RGBA) to `to` (1 or 3).
 Image convert_channels(int width, int height, int from, const std::vector<std::uint8_t>& pixels, int to) {
   Image out{width, height, to, std::vector<std::uint8_t>(static_cast<std::size_t>(width) * height * to)};
@@ -49,9 +73,7 @@ Image convert_channels(int width, int height, int from, const std::vector<std::u
     const std::uint8_t* in = pixels.data() + i * from;
     std::uint8_t* o = out.pixels.data() + i * to;
     if (to == 1) {
-      // PIL's "L" conversion: ITU-R 601-2 luma, rounded.
-      o[0] =
-          colour ? static_cast<std::uint8_t>((in[0] * 299 + in[1] * 587 + in[2] * 114 + 500) / 1000) : in[0];
+      o[0] = colour ? luma(in) : in[0];
     } else if (colour) {
       std::memcpy(o, in, 3);
     } else {
@@ -91,16 +113,22 @@ Image decode_jpeg(std::string_view bytes, const std::string& name, int channels)
                           &colorspace) != 0) {
     fail(ExitCode::data, "{}: not a readable JPEG: {}", name, tjGetErrorStr2(handle));
   }
-  const int out_width = width, out_height = height;
-  Image image{out_width, out_height, channels,
-              std::vector<std::uint8_t>(static_cast<std::size_t>(out_width) * out_height * channels)};
-  if (tjDecompress2(handle, jpeg_data(bytes), bytes.size(), image.pixels.data(), out_width, 0, out_height,
-                    channels == 1 ? TJPF_GRAY : TJPF_RGB, 0) != 0) {
+  const std::size_t count = static_cast<std::size_t>(width) * height;
+  Image image{width, height, channels, std::vector<std::uint8_t>(count * channels)};
+  const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
+  std::vector<std::uint8_t> cmyk_pixels(cmyk ? count * 4 : 0);
+  if (tjDecompress2(handle, jpeg_data(bytes), bytes.size(), cmyk ? cmyk_pixels.data() : image.pixels.data(),
+                    width, 0, height,
+                    cmyk            ? TJPF_CMYK
+                    : channels == 1 ? TJPF_GRAY
+                                    : TJPF_RGB,
+                    0) != 0) {
     // A warning (for example trailing garbage) still leaves a complete image.
     if (tjGetErrorCode(handle) != TJERR_WARNING) {
       fail(ExitCode::data, "{}: corrupted JPEG: {}", name, tjGetErrorStr2(handle));
     }
   }
+  if (cmyk) inverted_cmyk_to(cmyk_pixels.data(), count, channels, image.pixels.data());
   return image;
 }
 
@@ -136,7 +164,8 @@ void decode_jpeg_region(std::string_view bytes, const std::string& name, int cha
   jpeg_create_decompress(&info);
   jpeg_mem_src(&info, jpeg_data(bytes), static_cast<unsigned long>(bytes.size()));
   jpeg_read_header(&info, TRUE);
-  info.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  const bool cmyk = info.jpeg_color_space == JCS_CMYK || info.jpeg_color_space == JCS_YCCK;
+  info.out_color_space = cmyk ? JCS_CMYK : channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
   // The smallest of 1/8, 1/4 and 1/2 keeping the region at least out_size pixels in both directions, else 1:
   // libjpeg-turbo has SIMD inverse DCTs only for these; its other scales (3/8, 5/8, ...) are slower than 1.
   const double needed = std::max(out_size / region.width, out_size / region.height);
@@ -166,9 +195,13 @@ void decode_jpeg_region(std::string_view bytes, const std::string& name, int cha
   result.image.height = y1 - y0;
   result.image.channels = channels;
   result.image.pixels.resize(static_cast<std::size_t>(result.image.width) * result.image.height * channels);
+  thread_local std::vector<std::uint8_t> cmyk_row;  // static storage: nothing for longjmp to skip
+  if (cmyk) cmyk_row.resize(static_cast<std::size_t>(result.image.width) * 4);
   for (int y = 0; y < result.image.height; ++y) {
-    JSAMPROW row = result.image.row(y);
+    JSAMPROW row = cmyk ? cmyk_row.data() : result.image.row(y);
     jpeg_read_scanlines(&info, &row, 1);
+    if (cmyk)
+      inverted_cmyk_to(row, static_cast<std::size_t>(result.image.width), channels, result.image.row(y));
   }
   jpeg_destroy_decompress(&info);  // rows below the region are never decoded
   result.box = {region.x * sx - crop_x, region.y * sy - y0, region.width * sx, region.height * sy};

@@ -43,7 +43,8 @@ struct ImageSize {
 ImageSize read_image_size(std::string_view bytes, const std::string& name);
 
 // Decodes to `channels` (1 or 3): gray is replicated, colour becomes ITU-R 601 luma, alpha is dropped
-// (as PIL's convert does). JPEG through TurboJPEG. Throws tp::Error (data) naming `name`.
+// (as PIL's convert does); CMYK and YCCK JPEGs become RGB as PIL reads them (Adobe's inverted CMYK). JPEG
+// through TurboJPEG. Throws tp::Error (data) naming `name`.
 Image decode_image(std::string_view bytes, const std::string& name, int channels);
 
 // The part of an image decoded for one crop (possibly DCT-scaled and cropped); `box` is the requested region

@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <sstream>
 
@@ -77,18 +79,20 @@ TEST(Png, RoundTripIsExact) {
 TEST(Png, ConvertsGrayRgbAndAlphaLikePil) {
   TempDir dir;
   // An RGBA file written with libpng directly.
-  std::vector<std::uint8_t> rgba = {10, 20, 30, 0, 200, 100, 50, 255};
+  std::vector<std::uint8_t> rgba = {10, 20, 30, 0, 200, 100, 50, 255, 228, 21, 193, 255};
   png_image png;
   std::memset(&png, 0, sizeof png);
   png.version = PNG_IMAGE_VERSION;
-  png.width = 2;
+  png.width = 3;
   png.height = 1;
   png.format = PNG_FORMAT_RGBA;
   ASSERT_TRUE(png_image_write_to_file(&png, (dir / "rgba.png").c_str(), 0, rgba.data(), 0, nullptr));
   const std::string bytes = read_file(dir / "rgba.png", ExitCode::data);
-  EXPECT_EQ(decode_image(bytes, "rgba.png", 3).pixels, (std::vector<std::uint8_t>{10, 20, 30, 200, 100, 50}));
-  // PIL's L: (299 R + 587 G + 114 B) / 1000, rounded.
-  EXPECT_EQ(decode_image(bytes, "rgba.png", 1).pixels, (std::vector<std::uint8_t>{18, 124}));
+  EXPECT_EQ(decode_image(bytes, "rgba.png", 3).pixels,
+            (std::vector<std::uint8_t>{10, 20, 30, 200, 100, 50, 228, 21, 193}));
+  // PIL's L, (19595 R + 38470 G + 7471 B + 32768) >> 16: the third pixel is 102 in PIL (Debian's 9.4), where
+  // (299 R + 587 G + 114 B) / 1000 rounds to 103.
+  EXPECT_EQ(decode_image(bytes, "rgba.png", 1).pixels, (std::vector<std::uint8_t>{18, 124, 102}));
   write_png(dir / "gray.png", Image{2, 1, 1, {7, 9}});
   EXPECT_EQ(decode_image(read_file(dir / "gray.png", ExitCode::data), "gray.png", 3).pixels,
             (std::vector<std::uint8_t>{7, 7, 7, 9, 9, 9}));
@@ -142,6 +146,78 @@ TEST(Jpeg, CroppedDecodeResamplesLikeTheFullDecode) {
                       reference.data());
   for (std::size_t i = 0; i < cropped.size(); ++i) ASSERT_NEAR(cropped[i], reference[i], 1e-5) << i;
   EXPECT_THROW(decode_for_resample(bytes.substr(0, 30), "a.jpg", 3, region, 64, part), Error);
+}
+
+// A four-channel JPEG through libjpeg's compressor: CMYK stored as CMYK or as YCCK (with an Adobe marker).
+void write_cmyk_jpeg(const std::filesystem::path& path, const Image& cmyk, J_COLOR_SPACE stored_as) {
+  jpeg_compress_struct info;
+  jpeg_error_mgr errors;
+  info.err = jpeg_std_error(&errors);
+  jpeg_create_compress(&info);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&info, &buffer, &size);
+  info.image_width = static_cast<JDIMENSION>(cmyk.width);
+  info.image_height = static_cast<JDIMENSION>(cmyk.height);
+  info.input_components = 4;
+  info.in_color_space = JCS_CMYK;
+  jpeg_set_defaults(&info);
+  jpeg_set_colorspace(&info, stored_as);
+  jpeg_set_quality(&info, 90, TRUE);
+  jpeg_start_compress(&info, TRUE);
+  while (info.next_scanline < info.image_height) {
+    JSAMPROW row = const_cast<std::uint8_t*>(cmyk.row(static_cast<int>(info.next_scanline)));
+    jpeg_write_scanlines(&info, &row, 1);
+  }
+  jpeg_finish_compress(&info);
+  jpeg_destroy_compress(&info);
+  write_text(path, std::string(reinterpret_cast<const char*>(buffer), size));
+  std::free(buffer);
+}
+
+TEST(Jpeg, CmykAndYcckDecodeLikePil) {
+  TempDir dir;
+  const Image cmyk = pattern(61, 43, 4, 9);
+  write_cmyk_jpeg(dir / "cmyk.jpg", cmyk, JCS_CMYK);
+  write_cmyk_jpeg(dir / "ycck.jpg", cmyk, JCS_YCCK);
+  // Debian's PIL, which torchvision's ImageFolder uses: its RGB and L conversions of each file.
+  write_text(dir / "convert.py",
+             "import sys\n"
+             "from PIL import Image\n"
+             "for name in sys.argv[1:]:\n"
+             "    image = Image.open(name)\n"
+             "    assert image.mode == 'CMYK', image.mode\n"
+             "    open(name + '.rgb', 'wb').write(image.convert('RGB').tobytes())\n"
+             "    open(name + '.l', 'wb').write(image.convert('L').tobytes())\n");
+  testing::run_checked("/usr/bin/python3 " + (dir / "convert.py").string() + " " +
+                       (dir / "cmyk.jpg").string() + " " + (dir / "ycck.jpg").string());
+  for (const char* name : {"cmyk.jpg", "ycck.jpg"}) {
+    const std::string bytes = read_file(dir / name, ExitCode::data);
+    for (int channels : {1, 3}) {
+      const std::string pil =
+          read_file(dir / (std::string(name) + (channels == 1 ? ".l" : ".rgb")), ExitCode::data);
+      const Image decoded = decode_image(bytes, name, channels);
+      ASSERT_EQ(decoded.width, 61);
+      ASSERT_EQ(decoded.height, 43);
+      EXPECT_EQ(std::string(decoded.pixels.begin(), decoded.pixels.end()), pil) << name << ", " << channels;
+      // The cropped decode of a region gives the same pixels over the region and the pixel around it that the
+      // filter reads (its own edges, where libjpeg upsamples the subsampled YCCK channels without the
+      // neighbours, are margin).
+      const Box region{20.5, 9, 30, 21};
+      DecodedRegion part;
+      decode_for_resample(bytes, name, channels, region, 30, part);
+      const int left = static_cast<int>(region.x - part.box.x), top = static_cast<int>(region.y - part.box.y);
+      ASSERT_GT(left, 0);
+      ASSERT_GT(top, 0);
+      const std::size_t width = static_cast<std::size_t>(region.width + 3) * channels;  // from x = 19 to 52
+      for (int y = 8; y <= 31; ++y) {
+        const std::size_t offset = (static_cast<std::size_t>(y) * 61 + 19) * channels;
+        const std::uint8_t* decoded_row = part.image.row(y - top) + (19 - left) * channels;
+        ASSERT_EQ(std::string(decoded_row, decoded_row + width), pil.substr(offset, width))
+            << name << ", " << channels << " channels, row " << y;
+      }
+    }
+  }
 }
 
 TEST(Decode, CorruptedFilesAreDataErrorsNamingTheFile) {
