@@ -117,12 +117,9 @@ Image decode_jpeg(std::string_view bytes, const std::string& name, int channels)
   Image image{width, height, channels, std::vector<std::uint8_t>(count * channels)};
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   std::vector<std::uint8_t> cmyk_pixels(cmyk ? count * 4 : 0);
+  const TJPF format = cmyk ? TJPF_CMYK : (channels == 1 ? TJPF_GRAY : TJPF_RGB);
   if (tjDecompress2(handle, jpeg_data(bytes), bytes.size(), cmyk ? cmyk_pixels.data() : image.pixels.data(),
-                    width, 0, height,
-                    cmyk            ? TJPF_CMYK
-                    : channels == 1 ? TJPF_GRAY
-                                    : TJPF_RGB,
-                    0) != 0) {
+                    width, 0, height, format, 0) != 0) {
     // A warning (for example trailing garbage) still leaves a complete image.
     if (tjGetErrorCode(handle) != TJERR_WARNING) {
       fail(ExitCode::data, "{}: corrupted JPEG: {}", name, tjGetErrorStr2(handle));
@@ -200,8 +197,9 @@ void decode_jpeg_region(std::string_view bytes, const std::string& name, int cha
   for (int y = 0; y < result.image.height; ++y) {
     JSAMPROW row = cmyk ? cmyk_row.data() : result.image.row(y);
     jpeg_read_scanlines(&info, &row, 1);
-    if (cmyk)
+    if (cmyk) {
       inverted_cmyk_to(row, static_cast<std::size_t>(result.image.width), channels, result.image.row(y));
+    }
   }
   jpeg_destroy_decompress(&info);  // rows below the region are never decoded
   result.box = {region.x * sx - crop_x, region.y * sy - y0, region.width * sx, region.height * sy};
