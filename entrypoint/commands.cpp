@@ -217,8 +217,9 @@ int run(const cli::Options& options) {
                                 spec::describe(loaded)};
   const train::FitResult result = train::fit(model, data, spec, *communicator, output.local_dir(), origin, environment);
   if (rank == 0) {
-    spdlog::info("done: train_loss {:.4f}, valid_loss {:.4f}, accuracy {:.4f}; outputs in {}", result.last.train_loss,
-                 result.last.valid_loss, result.last.valid_accuracy, output.name());
+    // The task's own validation metrics (a regression has no accuracy).
+    spdlog::info("done: train_loss {:.4f} {}; outputs in {}", result.last.train_loss,
+                 train::describe_validation(result.last, spec.train.top_k), output.name());
   }
   return 0;
 }

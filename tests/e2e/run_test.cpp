@@ -2,10 +2,10 @@
 // differ, generated data, and bad input of every kind the CLI must explain.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <fstream>
-#include <set>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "s3/s3_server.h"
@@ -406,6 +406,28 @@ TEST_F(PythonModel, Fp16WithoutCudaExitsWithAUsageError) {
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_NE(result.output.find("train.precision = fp16 needs a CUDA device"), std::string::npos) << result.output;
   EXPECT_FALSE(fs::exists(dir_ / "out/model.pt"));
+}
+
+TEST(Cli, ARegressionRunEndsWithItsOwnMetrics) {
+  testing::TempDir dir;
+  std::string rows = "x,y\n";
+  for (int i = 0; i < 64; ++i) rows += fmt::format("{},{}\n", i / 64.0, 3.0 * i / 64.0 + 1);
+  testing::write_text(dir / "data.csv", rows);
+  testing::write_text(dir / "spec.toml",
+                      "[job]\nname = \"line\"\noutput = \"out\"\n"
+                      "[data]\nsource = \"data.csv\"\nformat = \"table_csv\"\ntarget = \"y\"\n"
+                      "task = \"regression\"\nvalid = 0.25\n"
+                      "[model]\narch = \"mlp\"\n[train]\nepochs = 1\nbatch_size = 16\n");
+  const auto result = run_command("cd " + shell_quote(dir.path().string()) + " && " +
+                                  testing::trainpoint_binary() + " run --spec spec.toml --workdir .");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const std::size_t done = result.output.find("done: train_loss ");
+  ASSERT_NE(done, std::string::npos) << result.output;
+  const std::string summary = result.output.substr(done, result.output.find('\n', done) - done);
+  EXPECT_NE(summary.find(" valid_loss "), std::string::npos) << summary;
+  EXPECT_NE(summary.find(" mae "), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("accuracy"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("nan"), std::string::npos) << summary;
 }
 
 TEST(Cli, VersionNamesTheLibraries) {
