@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <spdlog/spdlog.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -96,6 +97,34 @@ bool is_batch_norm(const torch::jit::Module& module) {
   return module.type()->name()->name().find("BatchNorm") != std::string::npos;
 }
 
+// The data's description as attributes of the model (see create()); one the model already has is kept.
+void describe_data(torch::jit::Module& model, const data::Schema& schema) {
+  const auto add = [&](const std::string& name, const c10::TypePtr& type, c10::IValue value) {
+    if (model.hasattr(name)) {
+      spdlog::warn("the model already has an attribute '{}': trainpoint's is not added", name);
+      return;
+    }
+    model.register_attribute(name, type, std::move(value));
+  };
+  const auto strings = [](const std::vector<std::string>& values) {
+    c10::List<std::string> list;
+    for (const auto& value : values) list.push_back(value);
+    return list;
+  };
+  const auto floats = [](const std::vector<double>& values) {
+    c10::List<double> list;
+    for (double value : values) list.push_back(value);
+    return list;
+  };
+  if (!schema.class_names.empty())
+    add("class_names", c10::ListType::ofStrings(), strings(schema.class_names));
+  if (!schema.feature_names.empty()) {
+    add("feature_names", c10::ListType::ofStrings(), strings(schema.feature_names));
+    add("feature_mean", c10::ListType::ofFloats(), floats(schema.feature_mean));
+    add("feature_std", c10::ListType::ofFloats(), floats(schema.feature_std));
+  }
+}
+
 }  // namespace
 
 torch::jit::Module create(const spec::ModelSpec& spec, const data::Schema& schema,
@@ -103,6 +132,7 @@ torch::jit::Module create(const spec::ModelSpec& spec, const data::Schema& schem
   torch::manual_seed(seed);
   torch::jit::Module net = build(spec, schema, root);
   if (!spec.weights.empty()) load_weights(net, in_repository(root, spec.weights), spec.weights);
+  describe_data(net, schema);
   return net;
 }
 

@@ -20,6 +20,10 @@ namespace tp::model {
 // trainpoint checkpoint. Every parameter and buffer of the model must be found there with its shape
 // and no other tensor may be left over; only the head's (head_parameter_names) may differ in shape
 // (another number of classes): they keep their fresh values, with a log line.
+// The model carries what using it needs, as attributes that torch.jit.load keeps (lists, not tensors, so
+// they are no parameters or buffers): `class_names` (classification, multi-label) and, for table_csv,
+// `feature_names` (the input columns, categories one-hot as "column=value"), `feature_mean` and
+// `feature_std` (the input is (x - mean) / std, statistics of the training split).
 // Throws tp::Error (ExitCode::model) naming the file, the missing, unexpected or mismatched keys.
 torch::jit::Module create(const spec::ModelSpec& spec, const data::Schema& schema,
                           const std::filesystem::path& root, std::uint64_t seed);

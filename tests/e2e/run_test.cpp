@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -333,10 +334,13 @@ if action == "make":
 else:
     model = torch.jit.load(f"{root}/out/model.pt")
     model.eval()
-    classes = json.load(open(f"{root}/out/run.json"))["data"]["classes"]
+    # What trainpoint saved with the model: its classes, input columns and their training-split statistics.
+    classes = model.class_names
+    assert classes == json.load(open(f"{root}/out/run.json"))["data"]["classes"]
+    assert model.feature_names == [f"x{i}" for i in range(4)], model.feature_names
     rows = list(csv.DictReader(open(f"{root}/data/table.csv")))
-    x = torch.tensor([[float(r[f"x{i}"]) for i in range(4)] for r in rows])
-    x = (x - x.mean(0)) / x.std(0)  # trainpoint standardizes table features with the training split's statistics
+    x = torch.tensor([[float(r[name]) for name in model.feature_names] for r in rows])
+    x = (x - torch.tensor(model.feature_mean)) / torch.tensor(model.feature_std)
     y = torch.tensor([classes.index(r["label"]) for r in rows])
     with torch.no_grad():
         scores = model(x)
@@ -428,6 +432,62 @@ TEST(Cli, ARegressionRunEndsWithItsOwnMetrics) {
   EXPECT_NE(summary.find(" mae "), std::string::npos) << summary;
   EXPECT_EQ(summary.find("accuracy"), std::string::npos) << summary;
   EXPECT_EQ(summary.find("nan"), std::string::npos) << summary;
+}
+
+// A table with a categorical column, trained by trainpoint; Python predicts from raw rows with what the saved
+// model carries: its input columns and the training split's statistics.
+TEST(TabularModel, PredictsInPythonFromRawRowsWithTheEncodingItCarries) {
+  testing::TempDir dir;
+  std::mt19937 random(3);
+  std::uniform_real_distribution<double> uniform(0, 1);
+  const char* colours[] = {"red", "green", "blue"};
+  std::string rows = "size,weight,colour,price\n";
+  for (int i = 0; i < 400; ++i) {
+    const double size = 100 * uniform(random), weight = uniform(random);
+    const int colour = static_cast<int>(random() % 3);
+    const double price = 0.5 * size + 20 * weight + 15 * colour + uniform(random);
+    rows += fmt::format("{:.3f},{:.3f},{},{:.3f}\n", size, weight, colours[colour], price);
+  }
+  testing::write_text(dir / "items.csv", rows);
+  testing::write_text(dir / "spec.toml",
+                      "[job]\nname = \"items\"\noutput = \"out\"\n"
+                      "[data]\nsource = \"items.csv\"\nformat = \"table_csv\"\ntarget = \"price\"\n"
+                      "task = \"regression\"\ncategorical = [\"colour\"]\nvalid = 0.2\n"
+                      "[model]\narch = \"mlp\"\nhidden = [32]\n"
+                      "[train]\nepochs = 40\nbatch_size = 32\noptimizer = \"adam\"\nlr = 0.02\n");
+  const auto result = run_command("cd " + shell_quote(dir.path().string()) + " && " +
+                                  testing::trainpoint_binary() + " run --spec spec.toml --workdir .");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  testing::write_text(
+      dir / "predict.py",
+      "import csv, sys, torch\n"
+      "model = torch.jit.load(sys.argv[1] + '/out/model.pt')\n"
+      "print('features', ' '.join(model.feature_names))\n"
+      "rows = list(csv.DictReader(open(sys.argv[1] + '/items.csv')))\n"
+      "def encode(row):\n"
+      "    x = []\n"
+      "    for name in model.feature_names:\n"
+      "        column, _, value = name.partition('=')\n"
+      "        x.append(float(row[column] == value) if value else float(row[column]))\n"
+      "    return [(v - m) / s for v, m, s in zip(x, model.feature_mean, model.feature_std)]\n"
+      "with torch.no_grad():\n"
+      "    predicted = model(torch.tensor([encode(r) for r in rows])).flatten()\n"
+      "actual = torch.tensor([float(r['price']) for r in rows])\n"
+      "print('mae', (predicted - actual).abs().mean().item())\n"
+      "print('baseline', (actual - actual.mean()).abs().mean().item())\n");
+  const std::string output =
+      testing::run_checked("/usr/bin/python3 " + (dir / "predict.py").string() + " " + dir.path().string());
+  EXPECT_NE(output.find("features size weight colour=blue colour=green colour=red\n"), std::string::npos)
+      << output;
+  double mae = 0, baseline = 0;
+  std::istringstream lines(output);
+  for (std::string key; lines >> key;) {
+    if (key == "mae") lines >> mae;
+    if (key == "baseline") lines >> baseline;
+  }
+  ASSERT_GT(baseline, 10) << output;
+  // Predicting the mean is off by the baseline; the model, fed rows encoded as it says, by far less.
+  EXPECT_LT(mae, 0.25 * baseline) << output;
 }
 
 TEST(Cli, VersionNamesTheLibraries) {
