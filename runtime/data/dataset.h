@@ -30,11 +30,15 @@ struct Schema {
   bool classification = true;
   bool multi_label = false;              // targets are {num_outputs} floats of 0/1 (use a BCE loss)
   std::vector<std::string> class_names;  // classification and multi-label
-  // table_csv: the model's input columns (categories expanded as "column=value") and the training-split
-  // statistics that standardized them, (x - mean) / std, to be saved with the model.
+  // table_csv: the model's input columns (categories expanded as "column=value", and "column=#na#", 1 where
+  // a numeric column's cell is missing, for the columns with missing cells in training) and the
+  // training-split statistics that standardized them, (x - mean) / std, to be saved with the model.
+  // feature_fill: for numeric columns the number a missing cell stands for (the training split's median),
+  // NaN for the other inputs.
   std::vector<std::string> feature_names;
   std::vector<double> feature_mean;
   std::vector<double> feature_std;
+  std::vector<double> feature_fill;
 };
 
 // Corrupted or unsupported files met while reading, shared by a run's datasets and threads.

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "common/error.h"
@@ -314,11 +315,33 @@ fs::path table_file(const fs::path& path) {
   return found.front();
 }
 
+// The middle value, or the mean of the two middle ones (as pandas); 0 for none.
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const std::size_t middle = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(middle), values.end());
+  if (values.size() % 2 == 1) return values[middle];
+  return (values[middle] +
+          *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(middle))) /
+         2;
+}
+
+// A missing number in a numeric feature column: an empty cell, or a marker pandas also reads as missing.
+bool is_missing(const std::string& cell) {
+  static const std::set<std::string> markers{"", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"};
+  const auto begin = cell.find_first_not_of(" \t\r");
+  return markers.count(begin == std::string::npos
+                           ? ""
+                           : cell.substr(begin, cell.find_last_not_of(" \t\r") + 1 - begin)) > 0;
+}
+
 // How the columns of a table become features and a target; learnt from the training file.
 struct TableEncoding {
   std::vector<std::string> feature_names;
   std::map<std::string, std::vector<std::string>> categories;  // categorical column -> sorted values
   std::vector<std::string> classes;                            // classification targets
+  std::set<std::string> flagged;     // numeric columns with missing cells: an extra "column=#na#" input
+  std::vector<std::size_t> numeric;  // the features that are numeric columns (missing cells get filled)
 };
 
 TableEncoding learn_encoding(const fs::path& file, const CsvTable& table, const spec::DataSpec& spec) {
@@ -342,7 +365,13 @@ TableEncoding learn_encoding(const fs::path& file, const CsvTable& table, const 
       auto& levels = encoding.categories[name] = sorted_distinct(std::move(values));
       for (const auto& level : levels) encoding.feature_names.push_back(name + "=" + level);
     } else {
+      encoding.numeric.push_back(encoding.feature_names.size());
       encoding.feature_names.push_back(name);
+      if (std::any_of(table.rows.begin(), table.rows.end(),
+                      [&](const auto& row) { return is_missing(row[c]); })) {
+        encoding.flagged.insert(name);
+        encoding.feature_names.push_back(name + "=#na#");
+      }
     }
   }
   return encoding;
@@ -386,13 +415,21 @@ std::pair<at::Tensor, at::Tensor> encode_table(const fs::path& file, const CsvTa
         if (index >= 0) out[r * features.size(1) + static_cast<std::int64_t>(feature) + index] = 1.f;
         feature += levels->second.size();
       } else {
+        float* cell = out + r * features.size(1) + static_cast<std::int64_t>(feature);
+        const bool flagged = encoding.flagged.count(name) > 0;
+        feature += flagged ? 2 : 1;
+        if (is_missing(row[c])) {
+          cell[0] = std::nanf("");  // filled with the training split's median once it is known
+          if (flagged) cell[1] = 1.f;
+          continue;
+        }
         const auto value = parse_number(row[c]);
         if (!value) {
           fail(ExitCode::data,
                "{}:{}: column '{}': '{}' is not a number (list categorical columns in data.categorical)",
                file.string(), line, name, row[c]);
         }
-        out[r * features.size(1) + static_cast<std::int64_t>(feature++)] = static_cast<float>(*value);
+        cell[0] = static_cast<float>(*value);
       }
     }
   }
@@ -431,6 +468,19 @@ Datasets open_table(const spec::DataSpec& spec, const fs::path& root, std::uint6
   if (train_features.size(0) == 0)
     fail(ExitCode::data, "{}: no training rows left after the split", train_file.string());
 
+  // Missing numbers become the training split's median (fastai's FillMissing), 0 for a column with none.
+  std::vector<double> fill(encoding.feature_names.size(), std::nan(""));
+  for (std::size_t feature : encoding.numeric) {
+    at::Tensor column = train_features.select(1, static_cast<std::int64_t>(feature));
+    column = column.masked_select(column.isnan().logical_not()).to(at::kDouble).contiguous();
+    std::vector<double> values(column.data_ptr<double>(), column.data_ptr<double>() + column.numel());
+    fill[feature] = median(values);
+  }
+  const at::Tensor fill_row = at::tensor(fill, at::kDouble).to(at::kFloat);
+  for (at::Tensor* features_of_split : {&train_features, &valid_features}) {
+    *features_of_split = at::where(features_of_split->isnan(), fill_row, *features_of_split);
+  }
+
   // Standardize with training statistics only; a constant column keeps a divisor of 1.
   at::Tensor mean = train_features.to(at::kDouble).mean(0);
   at::Tensor std = train_features.to(at::kDouble).std(0, /*unbiased=*/false);
@@ -453,6 +503,7 @@ Datasets open_table(const spec::DataSpec& spec, const fs::path& root, std::uint6
   std = std.contiguous();
   schema.feature_mean.assign(mean.data_ptr<double>(), mean.data_ptr<double>() + mean.numel());
   schema.feature_std.assign(std.data_ptr<double>(), std.data_ptr<double>() + std.numel());
+  schema.feature_fill = fill;
   return datasets;
 }
 

@@ -122,6 +122,7 @@ void describe_data(torch::jit::Module& model, const data::Schema& schema) {
     add("feature_names", c10::ListType::ofStrings(), strings(schema.feature_names));
     add("feature_mean", c10::ListType::ofFloats(), floats(schema.feature_mean));
     add("feature_std", c10::ListType::ofFloats(), floats(schema.feature_std));
+    add("feature_fill", c10::ListType::ofFloats(), floats(schema.feature_fill));
   }
 }
 

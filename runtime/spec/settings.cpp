@@ -141,7 +141,9 @@ std::vector<Setting> declare_all() {
       Declare("data.normalize", &Spec::data, &DataSpec::normalize).fallback("imagenet").choices({"imagenet", "none"})
           .doc("Pixel normalization: imagenet ((x - mean) / std with ImageNet statistics) or none (x in [0, 1])."),
       Declare("data.categorical", &Spec::data, &DataSpec::categorical).fallback(std::vector<std::string>{})
-          .doc("table_csv: feature columns holding categories, one-hot encoded (other features must be numeric)."),
+          .doc("table_csv: feature columns holding categories, one-hot encoded (other features must be numeric; "
+               "their missing cells, empty or NA, NaN, null, None, become the training split's median and set an "
+               "extra input `column=#na#`)."),
       Declare("data.max_bad_files", &Spec::data, &DataSpec::max_bad_files).fallback(10).range(0, 1e12)
           .doc("Corrupted or unsupported images are skipped with a warning (another sample takes their place); the "
                "job fails when a rank finds more than this many."),

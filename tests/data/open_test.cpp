@@ -217,5 +217,44 @@ TEST(TableCsv, StandardizedFeaturesAndClassIndices) {
   EXPECT_NE(open_error(spec, dir.path()).find("expected exactly one .csv file"), std::string::npos);
 }
 
+TEST(TableCsv, MissingNumbersAreFlaggedAndFilledWithTheTrainingMedian) {
+  TempDir dir;
+  // Column a misses rows 2 and 5 (empty, "NA"); b misses nothing here, but a cell in the validation file.
+  std::string train = "a,b,label\n";
+  for (int i = 0; i < 10; ++i) {
+    const std::string a = i == 2 ? "" : i == 5 ? " NA" : std::to_string(i);
+    train += a + "," + std::to_string(100 + i) + "," + (i % 2 ? "odd" : "even") + "\n";
+  }
+  write_text(dir / "train.csv", train);
+  write_text(dir / "valid.csv", "a,b,label\nnull,,odd\n");
+  auto spec = table_spec("train.csv");
+  spec.valid_source = "valid.csv";
+  const Datasets data = open(spec, dir.path(), 1);
+  EXPECT_EQ(data.schema.feature_names, (std::vector<std::string>{"a", "a=#na#", "b"}));
+  // The median of a's 8 numbers (0 1 3 4 6 7 8 9) is 5; b's is 104.5.
+  ASSERT_EQ(data.schema.feature_fill.size(), 3u);
+  EXPECT_DOUBLE_EQ(data.schema.feature_fill[0], 5);
+  EXPECT_TRUE(std::isnan(data.schema.feature_fill[1]));
+  EXPECT_DOUBLE_EQ(data.schema.feature_fill[2], 104.5);
+  const auto raw = [&](const Dataset& dataset, std::size_t row) {
+    const torch::Tensor input = dataset.get(row, 0).input.to(torch::kDouble);
+    return input * torch::tensor(data.schema.feature_std, torch::kDouble) +
+           torch::tensor(data.schema.feature_mean, torch::kDouble);
+  };
+  for (std::size_t row : {2u, 5u}) {
+    EXPECT_TRUE(
+        torch::allclose(raw(*data.train, row), torch::tensor({5.0, 1.0, 100.0 + row}, torch::kDouble)))
+        << row << ": " << raw(*data.train, row);
+  }
+  EXPECT_TRUE(torch::allclose(raw(*data.train, 3), torch::tensor({3.0, 0.0, 103.0}, torch::kDouble)));
+  EXPECT_TRUE(torch::allclose(raw(*data.valid, 0), torch::tensor({5.0, 1.0, 104.5}, torch::kDouble)))
+      << raw(*data.valid, 0);
+  // Other text in a numeric column is still an error.
+  write_text(dir / "valid.csv", "a,b,label\n1,?,odd\n");
+  EXPECT_EQ(open_error(spec, dir.path()),
+            (dir / "valid.csv").string() +
+                ":2: column 'b': '?' is not a number (list categorical columns in data.categorical)");
+}
+
 }  // namespace
 }  // namespace tp::data
