@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -327,12 +329,12 @@ double median(std::vector<double> values) {
 }
 
 // A missing number in a numeric feature column: an empty cell, or a marker pandas also reads as missing.
-bool is_missing(const std::string& cell) {
-  static const std::set<std::string> markers{"", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"};
+bool is_missing(std::string_view cell) {
+  static constexpr std::string_view markers[] = {"NA", "N/A", "NaN", "nan", "null", "NULL", "None"};
   const auto begin = cell.find_first_not_of(" \t\r");
-  return markers.count(begin == std::string::npos
-                           ? ""
-                           : cell.substr(begin, cell.find_last_not_of(" \t\r") + 1 - begin)) > 0;
+  if (begin == std::string_view::npos) return true;
+  cell = cell.substr(begin, cell.find_last_not_of(" \t\r") + 1 - begin);
+  return std::find(std::begin(markers), std::end(markers), cell) != std::end(markers);
 }
 
 // How the columns of a table become features and a target; learnt from the training file.
