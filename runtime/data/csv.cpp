@@ -15,6 +15,7 @@ struct Collector {
   std::vector<std::size_t> lines;
   std::vector<std::string> current;
   std::size_t line = 0;
+  std::size_t record_start = 1;  // the line the record being read starts on (blank lines are skipped)
 };
 
 void on_field(void* data, std::size_t size, void* collector) {
@@ -26,6 +27,7 @@ void on_record(int /*terminator*/, void* collector) {
   c.records.push_back(std::move(c.current));
   c.lines.push_back(c.line);
   c.current.clear();
+  c.record_start = c.line + 1;
 }
 
 }  // namespace
@@ -47,6 +49,9 @@ CsvTable read_csv(const std::filesystem::path& file) {
     const std::size_t newline = text.find('\n', start);
     const std::size_t end = newline == std::string::npos ? text.size() : newline + 1;
     ++collector.line;
+    if (collector.record_start == collector.line && text.find_first_not_of(" \t\r\n", start) >= end) {
+      ++collector.record_start;  // a blank line between records
+    }
     if (csv_parse(&parser, text.data() + start, end - start, on_field, on_record, &collector) !=
         end - start) {
       const std::string message = csv_strerror(csv_error(&parser));
@@ -55,10 +60,10 @@ CsvTable read_csv(const std::filesystem::path& file) {
     }
     start = end;
   }
-  if (csv_fini(&parser, on_field, on_record, &collector) != 0) {
-    const std::string message = csv_strerror(csv_error(&parser));
+  if (csv_fini(&parser, on_field, on_record, &collector) != 0) {  // strict: only an unclosed quote
     csv_free(&parser);
-    fail(ExitCode::data, "{}:{}: malformed CSV: {}", file.string(), collector.line, message);
+    fail(ExitCode::data, "{}:{}: malformed CSV: a quoted field in the record starting here is not closed",
+         file.string(), collector.record_start);
   }
   csv_free(&parser);
   if (collector.records.empty())
