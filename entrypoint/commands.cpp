@@ -217,9 +217,10 @@ int run(const cli::Options& options) {
                                 spec::describe(loaded)};
   const train::FitResult result = train::fit(model, data, spec, *communicator, output.local_dir(), origin, environment);
   if (rank == 0) {
-    // The task's own validation metrics (a regression has no accuracy).
-    spdlog::info("done: train_loss {:.4f} {}; outputs in {}", result.last.train_loss,
-                 train::describe_validation(result.last, spec.train.top_k), output.name());
+    // The task's own validation metrics (a regression has no accuracy), if there was a validation set.
+    const std::string validation = train::describe_validation(result.last, spec.train.top_k);
+    spdlog::info("done: train_loss {:.4f}{}{}; outputs in {}", result.last.train_loss,
+                 validation.empty() ? "" : " ", validation, output.name());
   }
   return 0;
 }
