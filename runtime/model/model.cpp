@@ -97,14 +97,19 @@ bool is_batch_norm(const torch::jit::Module& module) {
   return module.type()->name()->name().find("BatchNorm") != std::string::npos;
 }
 
-// The data's description as attributes of the model (see create()); one the model already has is kept.
+// The data's description as attributes of the model (see create()). A model trainpoint saved has them
+// already: they take this data's values. An attribute of the same name and another type is the model's own,
+// and is kept.
 void describe_data(torch::jit::Module& model, const data::Schema& schema) {
   const auto add = [&](const std::string& name, const c10::TypePtr& type, c10::IValue value) {
-    if (model.hasattr(name)) {
-      spdlog::warn("the model already has an attribute '{}': trainpoint's is not added", name);
-      return;
+    if (!model.hasattr(name)) {
+      model.register_attribute(name, type, std::move(value));
+    } else if (*model.type()->getAttribute(name) == *type) {
+      model.setattr(name, std::move(value));
+    } else {
+      spdlog::warn("the model has its own attribute '{}' ({}): trainpoint's ({}) is not added", name,
+                   model.type()->getAttribute(name)->annotation_str(), type->annotation_str());
     }
-    model.register_attribute(name, type, std::move(value));
   };
   const auto strings = [](const std::vector<std::string>& values) {
     c10::List<std::string> list;

@@ -170,6 +170,54 @@ TEST(Model, TabularWithoutCategoriesAndPythonLoadsIt) {
   EXPECT_NEAR(std::stod(result.output), expected, 1e-5);
 }
 
+std::vector<std::string> strings_of(const torch::jit::Module& model, const std::string& name) {
+  std::vector<std::string> values;
+  for (const auto& value : model.attr(name).toListRef()) values.push_back(value.toStringRef());
+  return values;
+}
+
+std::vector<double> floats_of(const torch::jit::Module& model, const std::string& name) {
+  std::vector<double> values;
+  for (const auto& value : model.attr(name).toListRef()) values.push_back(value.toDouble());
+  return values;
+}
+
+TEST(Model, CarriesTheDataItWasMadeForAndTakesTheNewDataInASavedModel) {
+  data::Schema table = schema({2}, 2, true);
+  table.class_names = {"no", "yes"};
+  table.feature_names = {"a", "a=#na#"};
+  table.feature_mean = {1, 0.5};
+  table.feature_std = {3, 0.5};
+  table.feature_fill = {7, std::nan("")};
+  testing::TempDir dir;
+  auto net = create(arch("mlp"), table, ".", 1);
+  EXPECT_EQ(strings_of(net, "class_names"), table.class_names);
+  EXPECT_EQ(strings_of(net, "feature_names"), table.feature_names);
+  EXPECT_EQ(floats_of(net, "feature_mean"), table.feature_mean);
+  EXPECT_EQ(floats_of(net, "feature_std"), table.feature_std);
+  EXPECT_EQ(floats_of(net, "feature_fill")[0], 7);
+  EXPECT_TRUE(std::isnan(floats_of(net, "feature_fill")[1]));
+  net.save((dir / "net.pt").string());
+
+  // Trained again from the saved model on other data: the attributes describe the new data.
+  table.class_names = {"low", "high"};
+  table.feature_mean = {10, 0.25};
+  spec::ModelSpec from_file;
+  from_file.torchscript = "net.pt";
+  auto again = create(from_file, table, dir.path(), 1);
+  EXPECT_EQ(strings_of(again, "class_names"), table.class_names);
+  EXPECT_EQ(floats_of(again, "feature_mean"), table.feature_mean);
+  EXPECT_EQ(parameter_names(again), parameter_names(net));
+
+  // A model's own attribute of the same name and another type stays as it is.
+  torch::jit::Module own("Own");
+  own.register_attribute("class_names", c10::IntType::get(), 3);
+  own.define("def forward(self, x):\n    return x\n");
+  own.save((dir / "own.pt").string());
+  from_file.torchscript = "own.pt";
+  EXPECT_EQ(create(from_file, table, dir.path(), 1).attr("class_names").toInt(), 3);
+}
+
 TEST(Model, TabularNeedsNamedFeatures) {
   try {
     create(arch("tabular"), image_schema(), ".", 1);
