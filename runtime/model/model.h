@@ -23,7 +23,9 @@ namespace tp::model {
 // The model carries what using it needs, as attributes that torch.jit.load keeps (lists, not tensors, so
 // they are no parameters or buffers): `class_names` (classification, multi-label) and, for table_csv,
 // `feature_names` (the input columns, categories one-hot as "column=value"), `feature_mean` and
-// `feature_std` (the input is (x - mean) / std, statistics of the training split).
+// `feature_std` (the input is (x - mean) / std, statistics of the training split), `feature_fill` (what a
+// missing number stands for). An earlier model.pt trained again takes the new data's; an attribute of the
+// same name that is the model's own (another type) is kept, with a warning.
 // Throws tp::Error (ExitCode::model) naming the file, the missing, unexpected or mismatched keys.
 torch::jit::Module create(const spec::ModelSpec& spec, const data::Schema& schema,
                           const std::filesystem::path& root, std::uint64_t seed);
