@@ -514,8 +514,15 @@ Datasets open_table(const spec::DataSpec& spec, const fs::path& root, std::uint6
 Datasets open(const spec::DataSpec& spec, const std::filesystem::path& root, std::uint64_t seed,
               const std::shared_ptr<const FileStore>& store) {
   if (spec.source.empty()) fail(ExitCode::spec, "data.source: required");
-  if (spec.format == "table_csv") return open_table(spec, root, seed);
-  return open_images(spec, root, seed, store);
+  Datasets datasets =
+      spec.format == "table_csv" ? open_table(spec, root, seed) : open_images(spec, root, seed, store);
+  const Schema& schema = datasets.schema;
+  // One class trains to a loss of 0 and predicts nothing: a data mistake, not a run to wait for.
+  if (schema.classification && !schema.multi_label && schema.class_names.size() == 1) {
+    fail(ExitCode::data, "{}: every sample has the class '{}': classification needs two or more",
+         resolve(root, spec.source).string(), schema.class_names.front());
+  }
+  return datasets;
 }
 
 }  // namespace tp::data

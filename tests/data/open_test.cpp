@@ -116,6 +116,10 @@ TEST(ImageFolder, ErrorsNameThePath) {
   write_text(dir / "images" / "empty" / "readme.md", "x");
   EXPECT_EQ(open_error(image_spec("images"), dir.path()),
             (dir / "images" / "empty").string() + ": class 'empty' has no PNG or JPEG images");
+  fs::create_directories(dir / "one" / "cat");
+  write_png(dir / "one" / "cat" / "a.png", solid(4, 4, 3, 0));
+  EXPECT_EQ(open_error(image_spec("one"), dir.path()),
+            (dir / "one").string() + ": every sample has the class 'cat': classification needs two or more");
 }
 
 TEST(ImageFolder, BadFilesAreSkippedCountedAndLimited) {
@@ -213,6 +217,12 @@ TEST(TableCsv, StandardizedFeaturesAndClassIndices) {
   spec.target = "label";
   EXPECT_EQ(open_error(spec, dir.path()),
             (dir / "table" / "data.csv").string() + ": no target column 'label' (data.target)");
+  spec.target = "a";
+  spec.task = "classification";
+  write_text(dir / "table" / "data.csv", "a,b\nyes,2\nyes,3\n");
+  EXPECT_EQ(
+      open_error(spec, dir.path()),
+      (dir / "table").string() + ": every sample has the class 'yes': classification needs two or more");
   write_text(dir / "table" / "other.csv", "a\n1\n");
   EXPECT_NE(open_error(spec, dir.path()).find("expected exactly one .csv file"), std::string::npos);
 }
