@@ -412,18 +412,23 @@ TEST_F(PythonModel, Fp16WithoutCudaExitsWithAUsageError) {
   EXPECT_FALSE(fs::exists(dir_ / "out/model.pt"));
 }
 
+// `trainpoint run` of `spec` written as spec.toml in `dir`, which is also the working directory.
+testing::CommandResult run_local_spec(const testing::TempDir& dir, const std::string& spec) {
+  testing::write_text(dir / "spec.toml", spec);
+  return run_command("cd " + shell_quote(dir.path().string()) + " && " + testing::trainpoint_binary() +
+                     " run --spec spec.toml --workdir .");
+}
+
 TEST(Cli, ARegressionRunEndsWithItsOwnMetrics) {
   testing::TempDir dir;
   std::string rows = "x,y\n";
   for (int i = 0; i < 64; ++i) rows += fmt::format("{},{}\n", i / 64.0, 3.0 * i / 64.0 + 1);
   testing::write_text(dir / "data.csv", rows);
-  testing::write_text(dir / "spec.toml",
-                      "[job]\nname = \"line\"\noutput = \"out\"\n"
-                      "[data]\nsource = \"data.csv\"\nformat = \"table_csv\"\ntarget = \"y\"\n"
-                      "task = \"regression\"\nvalid = 0.25\n"
-                      "[model]\narch = \"mlp\"\n[train]\nepochs = 1\nbatch_size = 16\n");
-  const auto result = run_command("cd " + shell_quote(dir.path().string()) + " && " +
-                                  testing::trainpoint_binary() + " run --spec spec.toml --workdir .");
+  const auto result = run_local_spec(dir,
+                                     "[job]\nname = \"line\"\noutput = \"out\"\n"
+                                     "[data]\nsource = \"data.csv\"\nformat = \"table_csv\"\ntarget = \"y\"\n"
+                                     "task = \"regression\"\nvalid = 0.25\n"
+                                     "[model]\narch = \"mlp\"\n[train]\nepochs = 1\nbatch_size = 16\n");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const std::size_t done = result.output.find("done: train_loss ");
   ASSERT_NE(done, std::string::npos) << result.output;
@@ -452,14 +457,13 @@ TEST(TabularModel, PredictsInPythonFromRawRowsWithTheEncodingItCarries) {
     rows += fmt::format("{:.3f},{},{},{:.3f}\n", size, weight_cell, colours[colour], prices.back());
   }
   testing::write_text(dir / "items.csv", rows);
-  testing::write_text(dir / "spec.toml",
-                      "[job]\nname = \"items\"\noutput = \"out\"\n"
-                      "[data]\nsource = \"items.csv\"\nformat = \"table_csv\"\ntarget = \"price\"\n"
-                      "task = \"regression\"\ncategorical = [\"colour\"]\nvalid = 0.2\n"
-                      "[model]\narch = \"mlp\"\nhidden = [32]\n"
-                      "[train]\nepochs = 40\nbatch_size = 32\noptimizer = \"adam\"\nlr = 0.02\n");
-  const auto result = run_command("cd " + shell_quote(dir.path().string()) + " && " +
-                                  testing::trainpoint_binary() + " run --spec spec.toml --workdir .");
+  const auto result =
+      run_local_spec(dir,
+                     "[job]\nname = \"items\"\noutput = \"out\"\n"
+                     "[data]\nsource = \"items.csv\"\nformat = \"table_csv\"\n"
+                     "target = \"price\"\ntask = \"regression\"\ncategorical = [\"colour\"]\n"
+                     "valid = 0.2\n[model]\narch = \"mlp\"\nhidden = [32]\n"
+                     "[train]\nepochs = 40\nbatch_size = 32\noptimizer = \"adam\"\nlr = 0.02\n");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const std::string names = testing::run_checked(
       "/usr/bin/python3 -c 'import sys, torch; print(*torch.jit.load(sys.argv[1]).feature_names)' " +
