@@ -6,8 +6,10 @@
 #include "commands.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/signals.h"
 
 int main(int argc, char** argv) {
+  tp::ignore_broken_pipes();
   tp::log::init(tp::log::Format::text, spdlog::level::info);
   try {
     const tp::cli::Options options = tp::cli::parse(argc, argv);

@@ -21,4 +21,12 @@ void install_stop_handlers() {
 
 bool stop_requested() { return stop_flag != 0; }
 
+void ignore_broken_pipes() {
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+void restore_broken_pipe_default() {
+  std::signal(SIGPIPE, SIG_DFL);
+}
+
 }  // namespace tp

@@ -8,4 +8,10 @@ namespace tp {
 void install_stop_handlers();
 bool stop_requested();
 
+// A write to a socket whose peer is gone fails with EPIPE (Gloo then reports the lost rank, exit 202)
+// instead of killing the process with SIGPIPE (exit 141). For the whole process: Gloo writes from its
+// own threads. Programs trainpoint starts get the default back (restore_broken_pipe_default in the child).
+void ignore_broken_pipes();
+void restore_broken_pipe_default();
+
 }  // namespace tp

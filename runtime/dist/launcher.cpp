@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/signals.h"
 
 namespace tp::dist {
 namespace {
@@ -33,6 +34,7 @@ pid_t start_worker(const WorkerLaunch& launch, int local_rank) {
   if (pid == 0) {
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGINT, SIG_DFL);
+    restore_broken_pipe_default();  // a user's program (a shell pipeline) expects it
     for (const auto& [name, value] : environment) ::setenv(name.c_str(), value.c_str(), 1);
     if (!launch.working_directory.empty() && ::chdir(launch.working_directory.c_str()) != 0) {
       std::fprintf(stderr, "cannot start worker %d: cannot enter %s: %s\n", local_rank,

@@ -3,6 +3,7 @@
 // trainpoint gives them, and exit codes come back through trainpoint.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <fstream>
 #include <sstream>
 
@@ -138,6 +139,26 @@ TEST_F(CommandMode, SigtermReachesEveryRankAndTheirExitCodeIsTheJobs) {
   EXPECT_EQ(result.exit_code, 143) << result.output;
   EXPECT_TRUE(fs::exists(out / "stopped-0")) << result.output;
   EXPECT_TRUE(fs::exists(out / "stopped-1")) << result.output;
+}
+
+// SigIgn of /proc/PID/status: the signals a process ignores, as a hexadecimal mask (bit n-1 for signal n).
+bool ignores_sigpipe(const std::string& status_line) {
+  const std::string mask = status_line.substr(status_line.find_first_of("0123456789abcdef"));
+  return (std::stoull(mask, nullptr, 16) >> (SIGPIPE - 1)) & 1;
+}
+
+TEST_F(CommandMode, TrainpointIgnoresBrokenPipesAndTheProgramGetsTheDefault) {
+  // trainpoint itself survives writing to a vanished peer (the error reports it); the user's program, a
+  // shell pipeline say, gets SIGPIPE as usual.
+  const std::string command =
+      "job.command=[\"/bin/sh\", \"-c\", \"grep SigIgn /proc/$PPID/status > "
+      "$TRAINPOINT_OUTPUT_DIR/parent-$RANK && "
+      "grep SigIgn /proc/self/status > $TRAINPOINT_OUTPUT_DIR/self-$RANK\"]";
+  const auto result = run_job("'TRAINPOINT_SET=" + command + "'");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const fs::path out = dir / "work" / "out";
+  EXPECT_TRUE(ignores_sigpipe(read_file(out / "parent-0"))) << read_file(out / "parent-0");
+  EXPECT_FALSE(ignores_sigpipe(read_file(out / "self-0"))) << read_file(out / "self-0");
 }
 
 TEST_F(CommandMode, AProgramThatCannotBeStartedIsASpecError) {
