@@ -191,6 +191,16 @@ LabelledImages list_image_folder(const FileStore& store, const fs::path& dir,
   return result;
 }
 
+// Every row of a classification table names its class: an empty cell would become a class "".
+void require_classes(const fs::path& file, const CsvTable& table, int target, const std::string& name) {
+  for (std::size_t r = 0; r < table.rows.size(); ++r) {
+    if (table.rows[r][static_cast<std::size_t>(target)].find_first_not_of(" \t\r") == std::string::npos) {
+      fail(ExitCode::data, "{}:{}: column '{}' is empty: every row needs its class", file.string(),
+           table.lines[r], name);
+    }
+  }
+}
+
 // image_csv: the first column is an image path relative to the CSV, `target` the label column.
 LabelledImages read_image_csv(const fs::path& file, const spec::DataSpec& spec,
                               const std::vector<std::string>* known_classes) {
@@ -200,6 +210,7 @@ LabelledImages read_image_csv(const fs::path& file, const spec::DataSpec& spec,
   if (target == 0)
     fail(ExitCode::data, "{}: the first column must be the image path, not the target", file.string());
   if (table.rows.empty()) fail(ExitCode::data, "{}: no rows after the header", file.string());
+  if (spec.task == "classification") require_classes(file, table, target, spec.target);
   const auto labels_of = [&](const std::string& cell) {
     std::vector<std::string> labels;
     if (spec.task != "multi_label") return std::vector<std::string>{cell};
@@ -447,6 +458,9 @@ Datasets open_table(const spec::DataSpec& spec, const fs::path& root, std::uint6
   if (train_table.rows.empty()) fail(ExitCode::data, "{}: no rows after the header", train_file.string());
   if (spec.task == "multi_label")
     fail(ExitCode::spec, "data.task: multi_label needs data.format = \"image_csv\"");
+  if (spec.task == "classification") {
+    require_classes(train_file, train_table, train_table.column(spec.target), spec.target);
+  }
   const TableEncoding encoding = learn_encoding(train_file, train_table, spec);
   auto [features, targets] = encode_table(train_file, train_table, spec, encoding);
 

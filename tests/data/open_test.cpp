@@ -174,6 +174,11 @@ TEST(ImageCsv, SingleMultiLabelAndRegression) {
   spec.target = "missing";
   EXPECT_EQ(open_error(spec, dir.path()),
             (dir / "labels.csv").string() + ": no target column 'missing' (data.target)");
+  spec.task = "classification";
+  spec.target = "label";
+  write_text(dir / "labels.csv", "path,label\nimg/0.png,cat\nimg/1.png, \nimg/2.png,dog\n");
+  EXPECT_EQ(open_error(spec, dir.path()),
+            (dir / "labels.csv").string() + ":3: column 'label' is empty: every row needs its class");
 }
 
 spec::DataSpec table_spec(const std::string& source) {
@@ -219,6 +224,9 @@ TEST(TableCsv, StandardizedFeaturesAndClassIndices) {
             (dir / "table" / "data.csv").string() + ": no target column 'label' (data.target)");
   spec.target = "a";
   spec.task = "classification";
+  write_text(dir / "table" / "data.csv", "a,b\nyes,2\n,3\nno,4\n");
+  EXPECT_EQ(open_error(spec, dir.path()),
+            (dir / "table" / "data.csv").string() + ":3: column 'a' is empty: every row needs its class");
   write_text(dir / "table" / "data.csv", "a,b\nyes,2\nyes,3\n");
   EXPECT_EQ(
       open_error(spec, dir.path()),
