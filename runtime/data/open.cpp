@@ -328,17 +328,6 @@ fs::path table_file(const fs::path& path) {
   return found.front();
 }
 
-// The middle value, or the mean of the two middle ones (as pandas); 0 for none.
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  const std::size_t middle = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(middle), values.end());
-  if (values.size() % 2 == 1) return values[middle];
-  return (values[middle] +
-          *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(middle))) /
-         2;
-}
-
 // A missing number in a numeric feature column: an empty cell, or a marker pandas also reads as missing.
 bool is_missing(std::string_view cell) {
   static constexpr std::string_view markers[] = {"NA", "N/A", "NaN", "nan", "null", "NULL", "None"};
@@ -484,14 +473,12 @@ Datasets open_table(const spec::DataSpec& spec, const fs::path& root, std::uint6
   if (train_features.size(0) == 0)
     fail(ExitCode::data, "{}: no training rows left after the split", train_file.string());
 
-  // Missing numbers become the training split's median (fastai's FillMissing), 0 for a column with none.
+  // Missing numbers become the training split's median (fastai's FillMissing; the 0.5 quantile, which is the
+  // mean of the two middle values like pandas' median), 0 for a column with none.
+  const at::Tensor medians =
+      at::nan_to_num(at::nanquantile(train_features.to(at::kDouble), 0.5, /*dim=*/0), 0.0).contiguous();
   std::vector<double> fill(encoding.feature_names.size(), std::nan(""));
-  for (std::size_t feature : encoding.numeric) {
-    at::Tensor column = train_features.select(1, static_cast<std::int64_t>(feature));
-    column = column.masked_select(column.isnan().logical_not()).to(at::kDouble).contiguous();
-    std::vector<double> values(column.data_ptr<double>(), column.data_ptr<double>() + column.numel());
-    fill[feature] = median(values);
-  }
+  for (std::size_t feature : encoding.numeric) fill[feature] = medians.data_ptr<double>()[feature];
   const at::Tensor fill_row = at::tensor(fill, at::kDouble).to(at::kFloat);
   for (at::Tensor* features_of_split : {&train_features, &valid_features}) {
     *features_of_split = at::where(features_of_split->isnan(), fill_row, *features_of_split);
