@@ -111,23 +111,15 @@ void describe_data(torch::jit::Module& model, const data::Schema& schema) {
                    model.type()->getAttribute(name)->annotation_str(), type->annotation_str());
     }
   };
-  const auto strings = [](const std::vector<std::string>& values) {
-    c10::List<std::string> list;
-    for (const auto& value : values) list.push_back(value);
-    return list;
-  };
-  const auto floats = [](const std::vector<double>& values) {
-    c10::List<double> list;
-    for (double value : values) list.push_back(value);
-    return list;
-  };
+  using Strings = c10::List<std::string>;
+  using Floats = c10::List<double>;
   if (!schema.class_names.empty())
-    add("class_names", c10::ListType::ofStrings(), strings(schema.class_names));
+    add("class_names", c10::ListType::ofStrings(), Strings(schema.class_names));
   if (!schema.feature_names.empty()) {
-    add("feature_names", c10::ListType::ofStrings(), strings(schema.feature_names));
-    add("feature_mean", c10::ListType::ofFloats(), floats(schema.feature_mean));
-    add("feature_std", c10::ListType::ofFloats(), floats(schema.feature_std));
-    add("feature_fill", c10::ListType::ofFloats(), floats(schema.feature_fill));
+    add("feature_names", c10::ListType::ofStrings(), Strings(schema.feature_names));
+    add("feature_mean", c10::ListType::ofFloats(), Floats(schema.feature_mean));
+    add("feature_std", c10::ListType::ofFloats(), Floats(schema.feature_std));
+    add("feature_fill", c10::ListType::ofFloats(), Floats(schema.feature_fill));
   }
 }
 
