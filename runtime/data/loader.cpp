@@ -62,14 +62,14 @@ at::Tensor Loader::inputs_buffer(const at::Tensor& example, std::int64_t count, 
   std::lock_guard<std::mutex> lock(mutex_);
   // Room for the batches being made or ready and the two the caller got last. Past that, the new buffer
   // replaces one the caller got more than two batches ago and still holds (it may keep it for good).
+  if (buffers_.size() < limit_ + 2) {
+    buffers_.push_back({tensor, batch_index});
+    return tensor;
+  }
   const auto kept = std::find_if(buffers_.begin(), buffers_.end(), [&](const InputBuffer& buffer) {
     return buffer.batch + 2 < next_to_return_;
   });
-  if (buffers_.size() < limit_ + 2) {
-    buffers_.push_back({tensor, batch_index});
-  } else if (kept != buffers_.end()) {
-    *kept = {tensor, batch_index};
-  }
+  if (kept != buffers_.end()) *kept = {tensor, batch_index};
   return tensor;
 }
 
