@@ -1,6 +1,5 @@
 // One epoch of trainpoint's data loader over an image folder with ImageNet-style training transforms
 // (random resized crop, flip, normalize), printing one JSON line: images, seconds, CPU seconds.
-#include <sys/resource.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -13,16 +12,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/sampler.h"
-
-namespace {
-
-double cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
-}
-
-}  // namespace
+#include "measure/cpu_time.h"
 
 int main(int argc, char** argv) {
   cxxopts::Options options("tp-bench-data", "trainpoint's loader: one epoch over an image folder");
@@ -53,7 +43,7 @@ int main(int argc, char** argv) {
     const tp::data::Datasets data = tp::data::open(spec, std::filesystem::current_path(), 1);
     const tp::data::DistributedSampler sampler({data.train->size(), 0, 1, true, false, 1});
 
-    const double cpu_start = cpu_seconds();
+    const double cpu_start = tp::bench::process_cpu_seconds();
     const auto start = std::chrono::steady_clock::now();
     tp::data::Loader loader(data.train, sampler.indices(0), 0, {args["batch"].as<int>(), args["workers"].as<int>()});
     std::int64_t images = 0;
@@ -64,9 +54,9 @@ int main(int argc, char** argv) {
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::cout << fmt::format(
-        "{{\"loader\": \"trainpoint\", \"workers\": {}, \"images\": {}, \"seconds\": {:.3f}, \"cpu_seconds\": {:.3f}, "
-        "\"checksum\": {:.3f}}}\n",
-        args["workers"].as<int>(), images, seconds, cpu_seconds() - cpu_start, checksum);
+        "{{\"loader\": \"trainpoint\", \"workers\": {}, \"images\": {}, \"seconds\": {:.3f}, "
+        "\"cpu_seconds\": {:.3f}, \"checksum\": {:.3f}}}\n",
+        args["workers"].as<int>(), images, seconds, tp::bench::process_cpu_seconds() - cpu_start, checksum);
   } catch (const tp::Error& error) {
     std::cerr << "tp-bench-data: " << error.what() << "\n";
     return static_cast<int>(error.code());

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>  // jpeglib.h needs size_t and FILE declared first
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -20,14 +19,9 @@
 
 #include "data/image.h"
 #include "data/transform.h"
+#include "measure/cpu_time.h"
 
 namespace {
-
-double cpu_seconds() {
-  timespec now{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
-}
 
 struct Sample {
   std::string bytes;
@@ -155,9 +149,9 @@ int main(int argc, char** argv) {
   };
   for (int round = 0; round < rounds; ++round) {
     for (Stage& stage : stages) {
-      const double start = cpu_seconds();
+      const double start = tp::bench::process_cpu_seconds();
       for (const Sample& sample : samples) stage.decode(sample);
-      stage.seconds.push_back(cpu_seconds() - start);
+      stage.seconds.push_back(tp::bench::process_cpu_seconds() - start);
     }
   }
   std::cout << "| " << samples.size() << " JPEGs, median of " << rounds

@@ -8,19 +8,9 @@
 
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 
+#include "measure/cpu_time.h"
 #include "model/model.h"
-
-namespace {
-
-double cpu_seconds() {
-  timespec now{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 7) {
@@ -63,10 +53,10 @@ int main(int argc, char** argv) {
   };
   for (int i = 0; i < 5; ++i) step();  // warm-up, including the TorchScript executor's profiling runs
   const auto started = std::chrono::steady_clock::now();
-  const double cpu_started = cpu_seconds();
+  const double cpu_started = tp::bench::process_cpu_seconds();
   for (int i = 0; i < steps; ++i) step();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  const double cpu = cpu_seconds() - cpu_started;
+  const double cpu = tp::bench::process_cpu_seconds() - cpu_started;
   std::printf(
       "{\"engine\": \"trainpoint\", \"config\": \"%s batch %d, %dx%dx%d\", \"images_per_s\": %.1f, "
       "\"images_per_cpu_s\": %.1f}\n",
