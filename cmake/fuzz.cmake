@@ -19,7 +19,7 @@ find_package(nlohmann_json REQUIRED)
 find_package(pugixml REQUIRED)
 
 add_library(trainpoint_warnings INTERFACE)
-target_compile_options(trainpoint_warnings INTERFACE -Wall -Wextra)
+target_compile_options(trainpoint_warnings INTERFACE -Wall -Wextra -Werror=switch)
 
 # runtime/common and runtime/spec as the normal build defines them (neither needs LibTorch).
 add_subdirectory(runtime/common)

@@ -8,42 +8,86 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/files.h"
+#include "git/remote_url.h"
+#include "git/working_tree.h"
 
 namespace tp::cli {
 namespace {
 
-const char* kUsage = R"(trainpoint: distributed PyTorch-style training from a git repository.
+namespace fs = std::filesystem;
+
+constexpr const char* kEnvironmentAndExits = R"(
+Every option of run, preflight and check can also be set with an environment variable, shown after it (the
+command line wins). TRAINPOINT_SET holds several KEY=VALUE separated by newlines or ';'.
+Exit codes: 0 success; 1-127 permanent failures; 128-255 retryable failures (docs/exit-codes.md).
+)";
+
+constexpr const char* kOverview = R"(usage: trainpoint COMMAND [options]     (trainpoint COMMAND --help shows its options)
+
+Distributed PyTorch-style training from a git repository (docs/cli.md, docs/guide.md).
 
 Commands:
-  run        clone --repo at --ref, read --spec from it, stage the data and train
-  preflight  check what run needs (ref, spec, data, output, GPUs, master, disk) and print a table
-  check      validate a spec and print it resolved, with where each value came from
-  version    print trainpoint's version and the libraries it was built with
+  run             clone --repo at --ref, read --spec from it, stage the data and train
+  preflight       check what run needs (ref, spec, data, output, GPUs, master, disk) and print a table
+  check           validate a spec and print it resolved, with where each value came from
+  render-job      print a Kubernetes PyTorchJob (or TrainJob) running --spec of --repo at --ref
+  s3 ls|cp|sync   list and copy S3 objects with trainpoint's client
+  make-dataset    write a synthetic image folder or CSV table to try trainpoint with
   spec-reference  print the reference of every spec setting (docs/spec.md)
-  render-job print a Kubernetes PyTorchJob (or TrainJob) running --spec of --repo at --ref
-  s3 ls|cp|sync   list and copy S3 objects with trainpoint's client (trainpoint s3 --help)
+  version         print trainpoint's version and the libraries it was built with (also --version)
+)";
 
-Every option can also be set with an environment variable, for example TRAINPOINT_REPO,
-TRAINPOINT_REF, TRAINPOINT_SPEC, TRAINPOINT_WORKDIR, TRAINPOINT_SET (several key=value
-separated by newlines or ';'), TRAINPOINT_LOG_FORMAT, TRAINPOINT_LOG_LEVEL.
-Exit codes: 0 success; 1-127 permanent failures; 128-255 retryable failures (docs/exit-codes.md).)";
+// What `trainpoint COMMAND --help` says before the command's options.
+struct CommandText {
+  Command command;
+  const char* name;
+  const char* usage;
+  const char* summary;
+};
+
+constexpr CommandText kCommands[] = {
+    {Command::run, "run",
+     "usage: trainpoint run --repo URL|PATH [--ref SHA|BRANCH|TAG] --spec PATH_IN_REPO [options]\n"
+     "       trainpoint run --spec LOCAL_FILE [options]",
+     "Clones --repo at --ref, reads --spec from it, runs the preflight checks, stages the data and trains: with\n"
+     "dist.nproc_per_node workers on this node, or as one rank of a job that a launcher started."},
+    {Command::preflight, "preflight",
+     "usage: trainpoint preflight --repo URL|PATH [--ref SHA|BRANCH|TAG] --spec PATH_IN_REPO [options]\n"
+     "       trainpoint preflight --spec LOCAL_FILE [options]",
+     "Runs the checks that start every run (ref, spec, data, output, GPUs, master, disk, /dev/shm) and prints\n"
+     "them as a table (docs/reliability.md). Takes the arguments of run."},
+    {Command::check, "check",
+     "usage: trainpoint check FILE [options]\n"
+     "       trainpoint check [--repo URL|PATH [--ref SHA|BRANCH|TAG]] --spec PATH [options]",
+     "Validates a spec (every error at once) and prints it resolved, each value with where it came from: a\n"
+     "default, FILE:LINE:COL or --set. With --repo, the spec as committed at --ref, as run reads it."},
+    {Command::render_job, "render-job",
+     "usage: trainpoint render-job --repo URL --ref SHA --spec PATH_IN_REPO [options]",
+     "Prints a Kubeflow PyTorchJob (or with --kind trainjob a Trainer v2 TrainJob) whose pods run\n"
+     "trainpoint run for --repo at --ref with --spec. The spec is read and validated from the local working\n"
+     "tree (--checkout); each flag below sets the k8s.* setting of the same name (docs/cli.md)."},
+    {Command::spec_reference, "spec-reference", "usage: trainpoint spec-reference",
+     "Prints the reference of every spec setting, its type, default and bounds (docs/spec.md)."},
+    {Command::version, "version", "usage: trainpoint version    (or trainpoint --version)",
+     "Prints trainpoint's version and the libraries it was built with."},
+};
+
+const CommandText* command_text(const std::string& name) {
+  for (const CommandText& text : kCommands) {
+    if (name == text.name) return &text;
+  }
+  return nullptr;
+}
 
 std::string from_env(const char* name) {
   const char* value = std::getenv(name);
   return value == nullptr ? std::string() : std::string(value);
 }
 
-Command command_named(const std::string& name) {
-  if (name == "run") return Command::run;
-  if (name == "preflight") return Command::preflight;
-  if (name == "check") return Command::check;
-  if (name == "version") return Command::version;
-  if (name == "spec-reference") return Command::spec_reference;
-  if (name == "s3") return Command::s3;
-  if (name == "render-job") return Command::render_job;
-  if (name == "help" || name == "--help" || name == "-h") return Command::help;
-  fail(ExitCode::usage, "unknown command '{}': expected run, preflight, check, version, spec-reference, s3 or render-job (see trainpoint --help)",
-       name);
+[[noreturn]] void unknown_command(const std::string& name) {
+  fail(ExitCode::usage, "unknown command '{}': expected run, preflight, check, render-job, s3, make-dataset, "
+       "spec-reference or version (see trainpoint --help)", name);
 }
 
 std::vector<std::string> split_overrides(const std::string& text) {
@@ -60,81 +104,162 @@ std::vector<std::string> split_overrides(const std::string& text) {
   return items;
 }
 
+// `path` absolute and normalised, so that logs and records name one path (not .../moons/../moons-run/ or ./.).
+std::string absolute(const std::string& path) {
+  fs::path normal = fs::absolute(path).lexically_normal();
+  if (!normal.has_filename() && normal.has_relative_path()) normal = normal.parent_path();  // "/a/b/" -> "/a/b"
+  return normal.string();
+}
+
+// The options of `command`, in groups that its help lists in this order.
+cxxopts::Options command_parser(Command command, std::vector<std::string>& groups) {
+  cxxopts::Options parser("trainpoint");
+  parser.custom_help("");
+  parser.positional_help("");
+  parser.set_width(110);
+  parser.add_options()("h,help", "show this help");
+  const bool trains = command == Command::run || command == Command::preflight || command == Command::check;
+  if (trains || command == Command::render_job) {
+    groups.push_back("main");
+    parser.add_options("main")
+        ("repo", "git repository: URL or local path (env TRAINPOINT_REPO)", cxxopts::value<std::string>())
+        ("ref", "commit SHA, branch or tag to check out (env TRAINPOINT_REF)", cxxopts::value<std::string>())
+        ("spec", "spec path inside the repository, or a local file without --repo (env TRAINPOINT_SPEC)",
+         cxxopts::value<std::string>())
+        ("set", "override a spec value, KEY=VALUE (a whole TOML value: lists work); repeatable (env "
+         "TRAINPOINT_SET)", cxxopts::value<std::vector<std::string>>());
+  }
+  if (trains) {
+    parser.add_options("main")
+        ("nproc-per-node", "worker processes on this node, a number or auto: dist.nproc_per_node, as torchrun's "
+         "option (env TRAINPOINT_NPROC_PER_NODE)", cxxopts::value<std::string>())
+        ("workdir", "directory for checkouts, caches and a relative job.output (env TRAINPOINT_WORKDIR; default: "
+         "., or ./.trainpoint inside a git working tree)", cxxopts::value<std::string>());
+    groups.push_back("git");
+    parser.add_options("git")
+        ("expect-sha", "fail unless --ref resolves to this commit (env TRAINPOINT_EXPECT_SHA)",
+         cxxopts::value<std::string>())
+        ("git-cache", "node-local directory of git mirrors, shared by runs and ranks (env TRAINPOINT_GIT_CACHE)",
+         cxxopts::value<std::string>())
+        ("git-token-file", "file holding an HTTPS token or password (env TRAINPOINT_GIT_TOKEN_FILE); "
+         "or put the token itself in env TRAINPOINT_GIT_TOKEN", cxxopts::value<std::string>())
+        ("git-user", "HTTPS user name for the token (env TRAINPOINT_GIT_USER)", cxxopts::value<std::string>())
+        ("ca-bundle", "PEM file of extra trusted CAs for HTTPS (env TRAINPOINT_CA_BUNDLE)",
+         cxxopts::value<std::string>())
+        ("ssh-key", "SSH private key file (env TRAINPOINT_SSH_KEY)", cxxopts::value<std::string>())
+        ("known-hosts", "known_hosts file for SSH host-key checks (env TRAINPOINT_KNOWN_HOSTS)",
+         cxxopts::value<std::string>())
+        ("accept-unknown-host", "accept an SSH host missing from known_hosts, with a warning "
+         "(env TRAINPOINT_ACCEPT_UNKNOWN_HOST=1)")
+        ("no-submodules", "do not check out submodules (env TRAINPOINT_NO_SUBMODULES=1)")
+        ("no-lfs", "leave Git LFS pointers as they are (env TRAINPOINT_NO_LFS=1)")
+        ("git-timeout", "seconds transient network failures are retried (env TRAINPOINT_GIT_TIMEOUT)",
+         cxxopts::value<std::string>());
+  }
+  if (command == Command::run) {
+    parser.add_options("main")("no-preflight", "skip the preflight checks (env TRAINPOINT_NO_PREFLIGHT=1)");
+  }
+  if (command == Command::check) parser.add_options()("file", "the spec file", cxxopts::value<std::string>());
+  if (command == Command::render_job) {
+    // Each flag sets the [k8s] key of the same name (docs/guide.md).
+    groups.push_back("render-job");
+    parser.add_options("render-job")
+        ("kind", "pytorchjob or trainjob", cxxopts::value<std::string>())
+        ("name", "the job's name in Kubernetes (default: job.name)", cxxopts::value<std::string>())
+        ("namespace", "the namespace", cxxopts::value<std::string>())
+        ("image", "the trainpoint image", cxxopts::value<std::string>())
+        ("workers", "pods (nodes) in the job", cxxopts::value<std::string>())
+        ("gpus", "GPUs per pod, one process each", cxxopts::value<std::string>())
+        ("cpu", "CPU per pod, such as 8", cxxopts::value<std::string>())
+        ("memory", "memory per pod, such as 32Gi", cxxopts::value<std::string>())
+        ("shm-size", "size limit of /dev/shm", cxxopts::value<std::string>())
+        ("scratch", "node directory for checkouts, caches and a relative job.output", cxxopts::value<std::string>())
+        ("secret", "Secret holding TRAINPOINT_GIT_TOKEN / AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY",
+         cxxopts::value<std::string>())
+        ("vault-role", "Vault role for the platform's Vault agent", cxxopts::value<std::string>())
+        ("vault-tenant", "MinIO tenant of the Vault secret", cxxopts::value<std::string>())
+        ("vault-path", "Vault path of the MinIO keys", cxxopts::value<std::string>())
+        ("checkout", "local working tree of --repo to read --spec from (default: .)", cxxopts::value<std::string>())
+        ("o,output", "write the manifest to this file instead of stdout", cxxopts::value<std::string>());
+  }
+  if (command != Command::version && command != Command::spec_reference) {
+    groups.push_back("logging");
+    parser.add_options("logging")
+        ("log-format", "text or json (env TRAINPOINT_LOG_FORMAT)", cxxopts::value<std::string>())
+        ("log-level", "trace, debug, info, warn or error (env TRAINPOINT_LOG_LEVEL)", cxxopts::value<std::string>());
+  }
+  return parser;
+}
+
+// `trainpoint COMMAND --help`: its usage, what it does and its options.
+std::string command_help(const CommandText& text, const cxxopts::Options& parser,
+                         const std::vector<std::string>& groups) {
+  std::string help = fmt::format("{}\n\n{}\n", text.usage, text.summary);
+  if (!groups.empty()) {
+    const std::string options = parser.help(groups, /*print_usage=*/false);
+    help += options.substr(options.find_first_not_of('\n') - 1);  // one blank line before the groups
+  }
+  if (text.command != Command::render_job && !groups.empty()) help += kEnvironmentAndExits;
+  return help;
+}
+
+// The working directory without --workdir: the current directory, unless that is inside a git working tree
+// (the user's repository, where checkouts/ and output/ would be added by the next `git add -A`): then its
+// .trainpoint, made if `make` with a .gitignore that keeps it out of the repository.
+std::string default_workdir(bool make) {
+  const auto repository = git::enclosing_working_tree(fs::current_path());
+  if (!repository) return fs::current_path().string();
+  const fs::path workdir = fs::current_path() / ".trainpoint";
+  if (!make) return workdir.string();
+  std::error_code error;
+  fs::create_directories(workdir, error);
+  if (!error && !fs::exists(workdir / ".gitignore")) write_file_atomic(workdir / ".gitignore", "# made by trainpoint\n*\n");
+  return workdir.string();
+}
+
 }  // namespace
 
 Options parse(int argc, char** argv) {
-  cxxopts::Options parser("trainpoint", kUsage);
-  parser.add_options()
-      ("repo", "git repository: URL or local path (env TRAINPOINT_REPO)", cxxopts::value<std::string>())
-      ("ref", "commit SHA, branch or tag to check out (env TRAINPOINT_REF)", cxxopts::value<std::string>())
-      ("spec", "spec path inside the repository, or a local file without --repo (env TRAINPOINT_SPEC)",
-       cxxopts::value<std::string>())
-      ("set", "override a spec value, KEY=VALUE; repeatable (env TRAINPOINT_SET)",
-       cxxopts::value<std::vector<std::string>>())
-      ("workdir", "directory for checkouts, caches and relative outputs (env TRAINPOINT_WORKDIR)",
-       cxxopts::value<std::string>())
-      ("expect-sha", "fail unless --ref resolves to this commit (env TRAINPOINT_EXPECT_SHA)",
-       cxxopts::value<std::string>())
-      ("git-cache", "node-local directory of git mirrors, shared by runs and ranks (env TRAINPOINT_GIT_CACHE)",
-       cxxopts::value<std::string>())
-      ("git-token-file", "file holding an HTTPS token or password (env TRAINPOINT_GIT_TOKEN_FILE); "
-       "or put the token itself in env TRAINPOINT_GIT_TOKEN", cxxopts::value<std::string>())
-      ("git-user", "HTTPS user name for the token (env TRAINPOINT_GIT_USER)", cxxopts::value<std::string>())
-      ("ca-bundle", "PEM file of extra trusted CAs for HTTPS (env TRAINPOINT_CA_BUNDLE)", cxxopts::value<std::string>())
-      ("ssh-key", "SSH private key file (env TRAINPOINT_SSH_KEY)", cxxopts::value<std::string>())
-      ("known-hosts", "known_hosts file for SSH host-key checks (env TRAINPOINT_KNOWN_HOSTS)",
-       cxxopts::value<std::string>())
-      ("accept-unknown-host", "accept an SSH host missing from known_hosts, with a warning "
-       "(env TRAINPOINT_ACCEPT_UNKNOWN_HOST=1)")
-      ("no-submodules", "do not check out submodules (env TRAINPOINT_NO_SUBMODULES=1)")
-      ("no-lfs", "leave Git LFS pointers as they are (env TRAINPOINT_NO_LFS=1)")
-      ("no-preflight", "run: skip the preflight checks (env TRAINPOINT_NO_PREFLIGHT=1)")
-      ("git-timeout", "seconds transient network failures are retried (env TRAINPOINT_GIT_TIMEOUT)",
-       cxxopts::value<std::string>())
-      ("log-format", "text or json (env TRAINPOINT_LOG_FORMAT)", cxxopts::value<std::string>())
-      ("log-level", "trace, debug, info, warn or error (env TRAINPOINT_LOG_LEVEL)", cxxopts::value<std::string>())
-      ("h,help", "show this help");
-  // render-job's flags; each one sets the [k8s] key of the same name (docs/guide.md).
-  parser.add_options("render-job")
-      ("kind", "pytorchjob or trainjob", cxxopts::value<std::string>())
-      ("name", "the job's name in Kubernetes (default: job.name)", cxxopts::value<std::string>())
-      ("namespace", "the namespace", cxxopts::value<std::string>())
-      ("image", "the trainpoint image", cxxopts::value<std::string>())
-      ("workers", "pods (nodes) in the job", cxxopts::value<std::string>())
-      ("gpus", "GPUs per pod, one process each", cxxopts::value<std::string>())
-      ("cpu", "CPU per pod, such as 8", cxxopts::value<std::string>())
-      ("memory", "memory per pod, such as 32Gi", cxxopts::value<std::string>())
-      ("shm-size", "size limit of /dev/shm", cxxopts::value<std::string>())
-      ("scratch", "node directory for checkouts and caches", cxxopts::value<std::string>())
-      ("secret", "Secret holding TRAINPOINT_GIT_TOKEN / AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY",
-       cxxopts::value<std::string>())
-      ("vault-role", "Vault role for the platform's Vault agent", cxxopts::value<std::string>())
-      ("vault-tenant", "MinIO tenant of the Vault secret", cxxopts::value<std::string>())
-      ("vault-path", "Vault path of the MinIO keys", cxxopts::value<std::string>())
-      ("checkout", "local working tree of --repo to read --spec from (default: .)", cxxopts::value<std::string>())
-      ("o,output", "write the manifest to this file instead of stdout", cxxopts::value<std::string>());
-
   Options options;
-  options.help_text = parser.help();
-  if (argc < 2) return options;
-  options.command = command_named(argv[1]);
-  options.arguments.assign(argv + 1, argv + argc);
-  if (options.command == Command::s3) {
-    // The s3 command parses its own words (docs/s3.md).
-    options.s3_arguments.assign(argv + 2, argv + argc);
+  options.help_text = kOverview + std::string(kEnvironmentAndExits);
+  if (argc < 2) {
+    options.usage_error = true;  // as torchrun and the aws CLI: the overview, on stderr, exit 2
     return options;
   }
+  const std::string name = argv[1];
+  if (name == "help" || name == "--help" || name == "-h") return options;
+  if (name == "--version" || name == "-V") {
+    options.command = Command::version;
+    return options;
+  }
+  options.arguments.assign(argv + 1, argv + argc);
+  if (name == "s3" || name == "make-dataset") {
+    // These commands parse their own words, --help included (docs/s3.md, runtime/data/make_dataset.h).
+    options.command = name == "s3" ? Command::s3 : Command::make_dataset;
+    options.own_arguments.assign(argv + 2, argv + argc);
+    return options;
+  }
+  const CommandText* text = command_text(name);
+  if (text == nullptr) unknown_command(name);
+  options.command = text->command;
 
+  std::vector<std::string> groups;
+  cxxopts::Options parser = command_parser(text->command, groups);
+  if (text->command == Command::check) parser.parse_positional({"file"});
   cxxopts::ParseResult parsed;
   try {
     parsed = parser.parse(argc - 1, argv + 1);
   } catch (const cxxopts::exceptions::exception& error) {
-    fail(ExitCode::usage, "{} (see trainpoint --help)", error.what());
+    fail(ExitCode::usage, "{} (see trainpoint {} --help)", error.what(), name);
   }
   if (!parsed.unmatched().empty()) {
-    fail(ExitCode::usage, "unexpected argument '{}' (see trainpoint --help)", parsed.unmatched().front());
+    fail(ExitCode::usage, "unexpected argument '{}' (see trainpoint {} --help)", parsed.unmatched().front(), name);
   }
-  if (parsed.count("help")) options.command = Command::help;
+  if (parsed.count("help")) {
+    options.help_text = command_help(*text, parser, groups);
+    options.command = Command::help;
+    return options;
+  }
 
   auto option = [&](const char* name, const char* env) {
     return parsed.count(name) ? parsed[name].as<std::string>() : from_env(env);
@@ -142,12 +267,35 @@ Options parse(int argc, char** argv) {
   options.repo = option("repo", "TRAINPOINT_REPO");
   options.ref = option("ref", "TRAINPOINT_REF");
   options.spec = option("spec", "TRAINPOINT_SPEC");
-  options.workdir = option("workdir", "TRAINPOINT_WORKDIR");
-  if (options.workdir.empty()) options.workdir = ".";
+  if (parsed.count("file")) {
+    if (parsed.count("spec")) fail(ExitCode::usage, "check: give the spec as FILE or as --spec, not both");
+    options.spec = parsed["file"].as<std::string>();
+  }
   options.overrides = split_overrides(from_env("TRAINPOINT_SET"));
   if (parsed.count("set")) {
     for (const auto& item : parsed["set"].as<std::vector<std::string>>()) options.overrides.push_back(item);
   }
+  if (const std::string nproc = option("nproc-per-node", "TRAINPOINT_NPROC_PER_NODE"); !nproc.empty()) {
+    char* end = nullptr;
+    const long count = std::strtol(nproc.c_str(), &end, 10);
+    if (nproc != "auto" && (end == nproc.c_str() || *end != '\0' || count < 1)) {
+      fail(ExitCode::usage, "--nproc-per-node: '{}' is not a number of processes or auto", nproc);
+    }
+    options.overrides.push_back("dist.nproc_per_node=" + (nproc == "auto" ? "\"auto\"" : nproc));
+  }
+  // A local repository by its absolute path (in logs, run.json and report.html), not as typed ("." or "..").
+  if (!options.repo.empty() && options.repo.find("://") == std::string::npos &&
+      git::parse_remote_url(options.repo).transport == git::Transport::local) {
+    options.repo = absolute(options.repo);
+  }
+  options.workdir = option("workdir", "TRAINPOINT_WORKDIR");
+  const bool trains = options.command == Command::run || options.command == Command::preflight ||
+                      options.command == Command::check;
+  // Absolute and normalised, so that logs name one path (not .../moons/../moons-run/...).
+  // check writes nothing there unless it clones.
+  const bool writes = options.command != Command::check || !options.repo.empty();
+  options.workdir = options.workdir.empty() ? (trains ? default_workdir(writes) : fs::current_path().string())
+                                            : absolute(options.workdir);
 
   auto flag = [&](const char* name, const char* env) {
     const std::string value = from_env(env);
@@ -210,10 +358,12 @@ Options parse(int argc, char** argv) {
                           options.command == Command::check ||
                           options.command == Command::render_job;
   if (needs_spec && options.spec.empty()) {
-    fail(ExitCode::usage, "--spec is required: the spec's path in the repository (or a local file without --repo)");
+    fail(ExitCode::usage, "--spec is required: the spec's path in the repository (or a local file without --repo) "
+         "(see trainpoint {} --help)", name);
   }
   if (!options.ref.empty() && options.repo.empty()) {
-    fail(ExitCode::usage, "--ref {} needs --repo: the repository to check it out from", options.ref);
+    fail(ExitCode::usage, "--ref {} needs --repo: the repository to check it out from (see trainpoint {} --help)",
+         options.ref, name);
   }
   return options;
 }

@@ -10,7 +10,7 @@
 
 namespace tp::cli {
 
-enum class Command { run, preflight, check, version, spec_reference, s3, render_job, help };
+enum class Command { run, preflight, check, version, spec_reference, s3, make_dataset, render_job, help };
 
 struct Options {
   Command command = Command::help;
@@ -18,20 +18,21 @@ struct Options {
   std::string ref;    // commit SHA, branch or tag
   std::string spec;   // path of the spec inside the repository, or on local disk
   std::vector<std::string> overrides;  // --set key=value
-  std::string workdir;
+  std::string workdir;  // absolute
   bool preflight = true;  // run: check the ref, spec, data, output, GPUs, master and disk first (docs/reliability.md)
   // Clone settings (auth, cache, checks); url, ref and workdir are filled in from the fields above.
   git::CheckoutRequest git;
   log::Format log_format = log::Format::text;
   std::string log_level = "info";
-  std::string help_text;
+  std::string help_text;     // Command::help: what to print
+  bool usage_error = false;  // Command::help: print it on stderr and exit 2 (a bare `trainpoint`)
   std::vector<std::string> arguments;  // argv without the program name, to start workers with
   // render-job: `k8s.*` spec overrides from its flags (they win over --set), the directory the spec
   // is read from (a local working tree of --repo), and where the manifest goes (empty: stdout).
   std::vector<std::string> k8s_overrides;
   std::string checkout;
   std::string manifest_file;
-  std::vector<std::string> s3_arguments;  // `trainpoint s3 ...`: the words after "s3"
+  std::vector<std::string> own_arguments;  // `trainpoint s3|make-dataset ...`: the words after the command
 };
 
 // Throws tp::Error (ExitCode::usage) with a message naming the bad option.

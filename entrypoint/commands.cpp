@@ -8,15 +8,21 @@
 #include <fstream>
 #include <iostream>
 
+#include "command/prepare.h"
+#include "command/program.h"
 #include "common/cpu.h"
 #include "common/error.h"
+#include "common/url.h"
 #include "data/dataset.h"
+#include "data/make_dataset.h"
 #include "dist/communicator.h"
+#include "dist/device_plan.h"
 #include "dist/launcher.h"
 #include "dist/topology.h"
 #include "common/log.h"
 #include "git/checkout.h"
 #include "git/remote_url.h"
+#include "git/working_tree.h"
 #include "k8s/manifest.h"
 #include "model/model.h"
 #include "preflight/preflight.h"
@@ -25,6 +31,8 @@
 #include "storage/data_source.h"
 #include "storage/model_weights.h"
 #include "storage/output.h"
+#include "storage/run_identity.h"
+#include "train/lr_find.h"
 #include "train/trainer.h"
 
 namespace tp::commands {
@@ -43,6 +51,25 @@ struct SpecSource {
 constexpr const char* kPreparedCheckout = "TRAINPOINT_PREPARED_CHECKOUT";
 constexpr const char* kPreparedCommit = "TRAINPOINT_PREPARED_COMMIT";
 
+// A run from a local repository trains the commit, not the working tree: edits not yet committed are
+// named, so that nobody waits for a run of what they did not commit.
+void compare_with_working_tree(const cli::Options& options, const git::Checkout& checkout) {
+  const git::RemoteUrl remote = git::parse_remote_url(options.repo);
+  if (remote.transport != git::Transport::local) return;
+  const auto changes = git::working_tree_changes(remote.local_path, checkout.commit);
+  if (!changes) return;
+  const std::string commit = checkout.commit.substr(0, 12);
+  const fs::path local = fs::absolute(remote.local_path).lexically_normal();
+  if (!fs::exists(checkout.path / options.spec) && fs::exists(local / options.spec)) {
+    fail(ExitCode::spec, "{}: spec file not found in commit {} of {}: the file is in the working tree but not "
+         "committed (git add {} && git commit)", options.spec, commit, local.string(), options.spec);
+  }
+  if (changes->empty()) return;
+  spdlog::warn("the working tree of {} differs from commit {}, which this run trains: {}. Edits that are not "
+               "committed are not in the run: commit them (a spec value can also be changed with --set)",
+               local.string(), commit, git::describe_changes(*changes));
+}
+
 SpecSource locate_spec(const cli::Options& options) {
   if (const char* prepared = std::getenv(kPreparedCheckout)) {
     const char* commit = std::getenv(kPreparedCommit);
@@ -52,12 +79,13 @@ SpecSource locate_spec(const cli::Options& options) {
     const fs::path file = fs::absolute(options.spec);
     return {file, file.parent_path(), ""};
   }
-  spdlog::info("fetching {} at {}", git::redacted_url(options.repo), options.ref.empty() ? "HEAD" : options.ref);
+  spdlog::info("fetching {} at {}", redacted_url(options.repo), options.ref.empty() ? "HEAD" : options.ref);
   git::CheckoutRequest request = options.git;
   request.url = options.repo;
   request.ref = options.ref;
   request.workdir = fs::absolute(options.workdir);
   const git::Checkout checkout = git::checkout(request);
+  compare_with_working_tree(options, checkout);
   return {checkout.path / options.spec, checkout.path, checkout.commit};
 }
 
@@ -65,9 +93,28 @@ spec::LoadedSpec load_spec(const cli::Options& options, const SpecSource& source
   return spec::load_file(source.spec_file, options.overrides, options.spec);
 }
 
+// `check` of a local file reads it as it is on disk, while `run --repo` reads it as committed: say so when the
+// two differ.
+void compare_with_commit(const fs::path& spec_file) {
+  const auto root = git::enclosing_working_tree(spec_file.parent_path());
+  if (!root) return;
+  const std::string relative = spec_file.lexically_relative(*root).generic_string();
+  const auto changes = git::working_tree_changes(*root, "HEAD");
+  if (!changes) return;
+  for (const auto& change : *changes) {
+    const bool holds_spec = change.path == relative || (change.path.back() == '/' && relative.rfind(change.path, 0) == 0);
+    if (!holds_spec) continue;
+    spdlog::warn("{} is {} in the git working tree {}: this check reads the file on disk, but `trainpoint run --repo` "
+                 "reads it as committed (HEAD has {}): commit it to run what is checked here",
+                 spec_file.string(), change.what, root->string(),
+                 change.what == "untracked" || change.what == "added" ? "no such file" : "another version");
+  }
+}
+
 int check(const cli::Options& options) {
   const SpecSource source = locate_spec(options);
   const spec::LoadedSpec loaded = load_spec(options, source);
+  if (options.repo.empty()) compare_with_commit(source.spec_file);
   std::cout << "# " << options.spec << (source.commit.empty() ? "" : " at " + source.commit) << ": valid\n"
             << spec::describe(loaded);
   return 0;
@@ -77,8 +124,9 @@ int visible_gpus() { return torch::cuda::is_available() ? static_cast<int>(torch
 
 // The preflight checks (docs/reliability.md), with the checkout and spec loading as their "spec" check.
 preflight::Report run_preflight(const cli::Options& options, std::optional<SpecSource>& source,
-                                std::optional<spec::LoadedSpec>& loaded) {
+                                std::optional<spec::LoadedSpec>& loaded, bool check_resume = true) {
   preflight::Request request;
+  request.check_resume = check_resume;
   request.git = options.git;
   request.git.url = options.repo;
   request.git.ref = options.ref;
@@ -88,7 +136,7 @@ preflight::Report run_preflight(const cli::Options& options, std::optional<SpecS
   request.load_spec = [&] {
     source = locate_spec(options);
     loaded = load_spec(options, *source);
-    return preflight::SpecInRepo{loaded->spec, source->root};
+    return preflight::SpecInRepo{loaded->spec, source->root, source->commit};
   };
   return preflight::run(request);
 }
@@ -102,29 +150,29 @@ int preflight_command(const cli::Options& options) {
   return 0;
 }
 
-std::string choose_backend(const spec::DistSpec& spec) {
-  if (spec.backend != "auto") return spec.backend;
-  return torch::cuda::is_available() ? "nccl" : "gloo";
-}
-
 // Command mode: the user's own program, once per local rank, started from the checkout with
 // torchrun's variables, so existing PyTorch code runs from git without a custom image.
 int run_user_command(const cli::Options& options, const SpecSource& source, const spec::Spec& spec,
                      const dist::Topology& topology) {
+  const fs::path workdir = fs::absolute(options.workdir);
+  // Before any rank starts: the requirements' environment (built once per node), the executable.
+  const command::PreparedProgram program =
+      command::prepare_program(spec.job, source.root, command::environment_cache(options.git.cache_dir, workdir));
   dist::WorkerLaunch launch;
-  launch.program = spec.job.command.front();
+  launch.program = program.executable.string();
   launch.arguments.assign(spec.job.command.begin() + 1, spec.job.command.end());
   launch.working_directory = source.root.string();
   launch.topology = topology;
+  launch.environment = program.environment;
+  launch.stop_grace_seconds = static_cast<int>(spec.k8s.grace_s);
   if (topology.rank) {
     // A launcher already made this process one rank: the program runs once, as that rank.
     launch.topology.nproc_per_node = 1;
-    launch.environment = {{"RANK", std::to_string(*topology.rank)},
-                          {"LOCAL_RANK", std::to_string(topology.local_rank.value_or(0))},
-                          {"WORLD_SIZE", std::to_string(topology.world_size())},
-                          {"LOCAL_WORLD_SIZE", std::to_string(topology.nproc_per_node)}};
+    launch.environment["RANK"] = std::to_string(*topology.rank);
+    launch.environment["LOCAL_RANK"] = std::to_string(topology.local_rank.value_or(0));
+    launch.environment["WORLD_SIZE"] = std::to_string(topology.world_size());
+    launch.environment["LOCAL_WORLD_SIZE"] = std::to_string(topology.nproc_per_node);
   }
-  const fs::path workdir = fs::absolute(options.workdir);
   const storage::OutputLocation output(spec, workdir);
   std::error_code error;
   fs::create_directories(output.local_dir(), error);
@@ -134,13 +182,26 @@ int run_user_command(const cli::Options& options, const SpecSource& source, cons
     const storage::Placement placement{workdir, topology, topology.rank.value_or(topology.node_rank)};
     launch.environment["TRAINPOINT_DATA_DIR"] = storage::local_data_for_command(spec.data, source.root, placement);
   }
-  spdlog::info("command mode: running '{}' from {} as {} worker(s) ({} convention, node {} of {})",
-               fmt::join(spec.job.command, " "), source.root.string(), launch.topology.nproc_per_node,
+  spdlog::info("command mode: running '{}' ({}) from {} as {} worker(s) ({} convention, node {} of {})",
+               fmt::join(spec.job.command, " "), program.ran, source.root.string(), launch.topology.nproc_per_node,
                topology.convention, topology.node_rank, topology.nnodes);
-  const int status = dist::run_workers(launch);
+  const dist::WorkersResult result = dist::run_workers(launch);
   // What the program wrote goes to an s3:// output even when it failed: partial results help.
   if (output.remote()) output.publish(output.local_dir());
-  return status;
+  command::check_workers(result, spec.job.command, program.ran);
+  return 0;
+}
+
+// One line for the checks that passed; `trainpoint preflight` prints each with what it found.
+void log_preflight_summary(const preflight::Report& report) {
+  std::vector<std::string> passed, skipped;
+  double seconds = 0;
+  for (const auto& check : report.checks) {
+    (check.status == preflight::Status::passed ? passed : skipped).push_back(check.name);
+    seconds += check.seconds;
+  }
+  spdlog::info("preflight: {} checks passed in {:.2f}s ({}){}", passed.size(), seconds, fmt::join(passed, ", "),
+               skipped.empty() ? "" : fmt::format("; skipped: {}", fmt::join(skipped, ", ")));
 }
 
 int run(const cli::Options& options) {
@@ -148,7 +209,9 @@ int run(const cli::Options& options) {
   std::optional<spec::LoadedSpec> loaded_spec;
   // Once per pod: workers that the node launched find its checks done.
   if (options.preflight && std::getenv(kPreparedCheckout) == nullptr) {
-    preflight::throw_first_failure(run_preflight(options, located, loaded_spec));
+    const preflight::Report report = run_preflight(options, located, loaded_spec, /*check_resume=*/false);
+    preflight::throw_first_failure(report);
+    log_preflight_summary(report);
   } else {
     located = locate_spec(options);
     loaded_spec = load_spec(options, *located);
@@ -159,6 +222,8 @@ int run(const cli::Options& options) {
   const int devices = visible_gpus();
   const dist::Topology topology =
       dist::read_topology(dist::process_environment, static_cast<int>(spec.dist.nproc_per_node), devices);
+  // Checked here too: a run without preflight, and each worker with its own local rank.
+  const dist::DevicePlan plan = dist::plan_devices(spec, topology, devices);
   if (!spec.job.command.empty()) return run_user_command(options, source, spec, topology);
 
   if (!topology.rank && topology.nproc_per_node > 1) {
@@ -169,18 +234,28 @@ int run(const cli::Options& options) {
     launch.arguments = options.arguments;
     launch.topology = topology;
     launch.environment = {{kPreparedCheckout, source.root.string()}, {kPreparedCommit, source.commit}};
-    return dist::run_workers(launch);
+    launch.stop_grace_seconds = static_cast<int>(spec.k8s.grace_s);
+    return dist::run_workers(launch).exit_code();
   }
 
   const int rank = topology.rank.value_or(topology.node_rank);
-  const int local_rank = topology.local_rank.value_or(0);
   const int world_size = topology.world_size();
   if (world_size > 1) log::set_rank(rank);
-  spdlog::info("spec {} is valid: job '{}'", options.spec, spec.job.name);
+  // The node that launched this worker has said so.
+  if (std::getenv(kPreparedCheckout) == nullptr) spdlog::info("spec {} is valid: job '{}'", options.spec, spec.job.name);
 
   const fs::path workdir = fs::absolute(options.workdir);
-  const storage::OutputLocation output(spec, workdir);
-  if (spec.checkpoint.resume == "auto") output.fetch_for_resume(spec.checkpoint.keep);
+  storage::OutputLocation output(spec, workdir);
+  // Rank 0 writes the outputs: it holds the output's lock, and decides which run this is before any
+  // rendezvous, so that a changed setting fails in seconds and names what changed.
+  std::optional<storage::OutputLock> lock;
+  std::optional<storage::RunIdentity> identity;
+  if (rank == 0) {
+    lock.emplace(output.local_dir());
+    identity = storage::run_identity(spec, source.root, source.commit);
+    output.fetch_for_resume(identity->key(), spec.checkpoint.keep);
+    if (spec.checkpoint.resume == "auto") storage::require_same_run(*identity, output.checkpoints_root(), output.name());
+  }
   const auto seed = static_cast<std::uint64_t>(spec.job.seed);
   const data::Datasets data = storage::open_data(spec.data, source.root, {workdir, topology, rank}, seed);
   torch::jit::Module model =
@@ -192,18 +267,22 @@ int run(const cli::Options& options) {
   if (world_size == 1) {
     communicator = dist::single_process();
   } else {
-    dist::ProcessGroupOptions group{choose_backend(spec.dist), rank, world_size, topology.master_addr,
-                                    topology.master_port, std::chrono::seconds(spec.dist.timeout_s), local_rank};
+    dist::ProcessGroupOptions group{plan.backend, rank, world_size, topology.master_addr, topology.master_port,
+                                    std::chrono::seconds(spec.dist.timeout_s), plan.gpu};
     group.heartbeat = std::chrono::seconds(spec.dist.heartbeat_s);
     group.stall = std::chrono::seconds(spec.dist.stall_s);
     spdlog::info("joining {} ranks through {}:{} ({})", world_size, group.master_addr, group.master_port,
-                 group.backend);
+                 dist::name(group.backend));
     communicator = dist::connect(group);
   }
 
   train::FitEnvironment environment;
-  // A GPU per local rank (nproc_per_node "auto" is the number of GPUs).
-  if (devices > 0) environment.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % devices));
+  if (plan.gpu) environment.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(*plan.gpu));
+  environment.checkpoints_root = output.checkpoints_root();
+  environment.identity = identity;
+  environment.node_copy = topology.local_rank.value_or(0) == 0 && rank != 0 && !output.remote();
+  environment.final_outputs_present = rank == 0 && output.has_final_outputs();
+  environment.local_rank = topology.local_rank.value_or(0);
   environment.publish = [&](const fs::path& file) { output.publish(file); };
   environment.withdraw = [&](const fs::path& file) { output.withdraw(file); };
   if (spec.train.lr_find) {
@@ -213,16 +292,32 @@ int run(const cli::Options& options) {
     }
     return 0;
   }
-  const train::RunOrigin origin{git::redacted_url(options.repo), options.ref, source.commit, options.spec,
+  const train::RunOrigin origin{redacted_url(options.repo), options.ref, source.commit, options.spec,
                                 spec::describe(loaded)};
   const train::FitResult result = train::fit(model, data, spec, *communicator, output.local_dir(), origin, environment);
   if (rank == 0) {
     // The task's own validation metrics (a regression has no accuracy), if there was a validation set.
     const std::string validation = train::describe_validation(result.last, spec.train.top_k);
-    spdlog::info("done: train_loss {:.4f}{}{}; outputs in {}", result.last.train_loss,
-                 validation.empty() ? "" : " ", validation, output.name());
+    spdlog::info("done{}: train_loss {:.4f}{}{}; outputs in {}", result.already_complete ? " (already)" : "",
+                 result.last.train_loss, validation.empty() ? "" : " ", validation,
+                 output.remote() ? output.name() : output.local_dir().lexically_normal().string());
   }
   return 0;
+}
+
+// A job.output in the pod's own filesystem is lost with the pod: the model of a finished job with it.
+void warn_if_output_is_lost(const spec::Spec& spec, const std::string& origin) {
+  const std::string& output = spec.job.output;
+  const std::string scratch = std::string(k8s::kScratchMount) + "/";
+  const bool on_node = !spec.k8s.scratch.empty() && (fs::path(output).is_relative() || output.rfind(scratch, 0) == 0);
+  if (output.rfind("s3://", 0) == 0 || on_node) return;
+  const std::string where = fs::path(output).is_relative()
+                                ? fmt::format("{}work/$(POD_NAME)/{}, an emptyDir", scratch, output)
+                                : "the container's filesystem";
+  spdlog::warn("job.output = \"{}\" ({}) is written inside each pod ({}), which is deleted when the pod ends: the "
+               "model would be lost with it. Keep it with job.output = \"s3://bucket/prefix\" (uploaded as each file "
+               "is written), or --scratch NODE_DIR (k8s.scratch, a directory on the node kept after the pod)",
+               output, origin, where);
 }
 
 // The spec is read from the local working tree (--checkout) and validated, so a broken spec is
@@ -248,7 +343,10 @@ int render_job(const cli::Options& options) {
   request.shm_size = k8s.shm_size;
   request.scratch = k8s.scratch;
   request.backoff_limit = static_cast<int>(k8s.backoff_limit);
-  request.repo = git::redacted_url(options.repo);
+  request.grace_s = static_cast<int>(k8s.grace_s);
+  // Command mode runs the user's program, which serves no trainpoint metrics.
+  request.metrics_port = spec.job.command.empty() ? static_cast<int>(k8s.metrics_port) : 0;
+  request.repo = redacted_url(options.repo);
   request.ref = options.ref;
   request.spec = options.spec;
   for (const auto& item : options.overrides) {
@@ -259,6 +357,7 @@ int render_job(const cli::Options& options) {
   request.vault_tenant = k8s.vault_tenant;
   request.vault_path = k8s.vault_path;
   const std::string manifest = k8s::render(request);
+  warn_if_output_is_lost(spec, loaded.origins.at("job.output"));
 
   if (options.manifest_file.empty()) {
     std::cout << manifest;
@@ -289,11 +388,14 @@ int execute(const cli::Options& options) {
     case cli::Command::check: return check(options);
     case cli::Command::version: return version();
     case cli::Command::spec_reference: std::cout << spec::markdown_reference(); return 0;
-    case cli::Command::s3: return s3::run_s3_command(options.s3_arguments);
+    case cli::Command::s3: return s3::run_s3_command(options.own_arguments);
+    case cli::Command::make_dataset: return data::run_make_dataset("trainpoint make-dataset", options.own_arguments);
     case cli::Command::run: return run(options);
     case cli::Command::preflight: return preflight_command(options);
     case cli::Command::render_job: return render_job(options);
-    case cli::Command::help: std::cout << options.help_text; return 0;
+    case cli::Command::help:
+      (options.usage_error ? std::cerr : std::cout) << options.help_text;
+      return options.usage_error ? static_cast<int>(ExitCode::usage) : 0;
   }
   return 0;
 }

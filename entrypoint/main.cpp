@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
     tp::log::init(options.log_format, spdlog::level::from_str(options.log_level));
     return tp::commands::execute(options);
   } catch (const tp::Error& error) {
-    spdlog::error("{} (exit {}, {})", error.what(), static_cast<int>(error.code()), tp::exit_class_name(error.code()));
+    tp::log::failure(error);
     return static_cast<int>(error.code());
   } catch (const std::exception& error) {
     spdlog::error("internal error: {} (exit 1): please report it", error.what());

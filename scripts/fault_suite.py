@@ -5,7 +5,7 @@
   compare-models A.pt B.pt               max abs difference of the parameters and buffers of two TorchScript
                                          models (torch.jit.load); prints the figure, exit 1 if names/shapes differ
   check-cache SOURCE_DIR CACHE_DIR [--complete] [--no-temp]
-                                         every data file in CACHE_DIR (trainpoint's own .trainpoint-s3* files and
+                                         every data file in CACHE_DIR (trainpoint's own .trainpoint-s3* and .trainpoint.lock files and
                                          .NAME.tmp-* temporaries set apart) must equal the file of the same path in
                                          SOURCE_DIR by SHA-256; --complete: every source file must be there;
                                          --no-temp: no temporary may be left. Prints counts, exit 1 on a mismatch.
@@ -57,6 +57,11 @@ def sha256(path):
     return h.hexdigest()
 
 
+def is_own(name):
+    """trainpoint's own files: the S3 cache's journal and lock, an output directory's lock."""
+    return name.startswith(".trainpoint-s3") or name == ".trainpoint.lock"
+
+
 def check_cache(source, cache, complete, no_temp):
     good = bad = temps = own = 0
     seen = set()
@@ -64,7 +69,7 @@ def check_cache(source, cache, complete, no_temp):
         for name in files:
             path = os.path.join(root, name)
             rel = os.path.relpath(path, cache)
-            if name.startswith(".trainpoint-s3"):
+            if is_own(name):
                 own += 1
                 continue
             if name.startswith(".") and ".tmp-" in name:
@@ -85,7 +90,7 @@ def check_cache(source, cache, complete, no_temp):
         for root, _, files in os.walk(source):
             for name in files:
                 rel = os.path.relpath(os.path.join(root, name), source)
-                if rel not in seen:
+                if rel not in seen and not is_own(name):
                     missing += 1
     print(f"{good} files equal the source, {bad} differ, {missing} missing, {temps} temporaries, {own} own files")
     if bad or (complete and missing) or (no_temp and temps):
@@ -98,6 +103,16 @@ def cut_proxy(listen_port, upstream_port, cut_bytes, log_path):
     listener.bind(("127.0.0.1", listen_port))
     listener.listen(16)
     cut = threading.Event()
+    listener_lock = threading.Lock()
+
+    def close_listener():
+        with listener_lock:
+            if listener.fileno() != -1:
+                try:
+                    listener.shutdown(socket.SHUT_RDWR)  # Linux: stops listening at once, wakes accept()
+                except OSError:
+                    pass
+                listener.close()
 
     def log(text):
         with open(log_path, "a") as f:
@@ -115,6 +130,7 @@ def cut_proxy(listen_port, upstream_port, cut_bytes, log_path):
                     if total >= cut_bytes and not cut.is_set():
                         dst.sendall(data[: max(0, len(data) - (total - cut_bytes))])
                         cut.set()
+                        close_listener()  # from now on connections are refused, as with a server that is gone
                         log(f"cut after {cut_bytes} bytes from the server; the server is gone")
                         break
                 dst.sendall(data)
@@ -127,17 +143,22 @@ def cut_proxy(listen_port, upstream_port, cut_bytes, log_path):
                 pass
             s.close()
 
+    listener.settimeout(0.2)
     while not cut.is_set():
-        listener.settimeout(0.2)
         try:
             client, _ = listener.accept()
         except socket.timeout:
             continue
+        except OSError:  # closed by the cut
+            break
+        if cut.is_set():  # accepted in the instant of the cut: the server is gone for this one too
+            client.close()
+            break
         log("connection")
         server = socket.create_connection(("127.0.0.1", upstream_port))
         threading.Thread(target=pump, args=(client, server, False), daemon=True).start()
         threading.Thread(target=pump, args=(server, client, True), daemon=True).start()
-    listener.close()
+    close_listener()
     log("stopped listening")
     threading.Event().wait()  # stay alive (refusing connections) until killed
 

@@ -31,11 +31,11 @@ int main(int argc, char** argv) {
     tp::keep_freed_memory();  // as the trainer's process does
     tp::spec::DataSpec spec{};
     spec.source = args["dir"].as<std::string>();
-    spec.format = "image_folder";
+    spec.format = tp::spec::DataFormat::image_folder;
     spec.valid = 0;
     spec.image_size = args["size"].as<int>();
     spec.channels = 3;
-    spec.task = "classification";
+    spec.task = tp::spec::Task::classification;
     spec.augment = {"random_resized_crop", "flip"};
     spec.resize = "crop";
     spec.normalize = "imagenet";

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   const int batch = argc > 2 ? std::atoi(argv[2]) : 64;
   tp::model::set_compute_threads(1);  // LibTorch's and OpenBLAS's, as the entrypoint does
   const auto topology = tp::dist::read_topology(tp::dist::process_environment, 1, 0);
-  auto communicator = topology.rank ? tp::dist::connect({"gloo", *topology.rank, topology.world_size(),
+  auto communicator = topology.rank ? tp::dist::connect({tp::dist::Backend::gloo, *topology.rank, topology.world_size(),
                                                          topology.master_addr, topology.master_port,
                                                          std::chrono::seconds(120), 0})
                                     : tp::dist::single_process();

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Benchmark: trainpoint's clone-and-checkout at a SHA vs `git clone -n` + `git checkout`, over
 # HTTPS (nginx + fcgiwrap + git http-backend on loopback, a CA made here), cold and with a warm
-# mirror cache. Prints the median of RUNS runs of each (runs interleaved).
+# mirror cache. Each run times the fetch and the checkout apart, wall and CPU (user + system, children
+# included), the tools alternating; prints the medians as a Markdown table, with the load average at the
+# start and the end. The checkouts go to a fresh ext4 file system (a loop-mounted image, as root) and every
+# run writes into new directories: ext4 creates files 5-20x slower for a while after a mass delete
+# (docs/benchmarks.md), which the benchmark would otherwise measure as much as the tools.
 #
 #   bench/git/run.sh [BENCH_BINARY] [RUNS]
 #
 # BENCH_BINARY: git_checkout_bench built from bench/git (default build/bench/git/git_checkout_bench).
+# WORK_DIR=DIR puts the work directories (the checkouts) there instead, e.g. on a tmpfs.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 bench="$(realpath "${1:-$here/../../build/bench/git/git_checkout_bench}")"
@@ -15,7 +20,12 @@ files="${FILES:-5000}"
 root="$(mktemp -d /tmp/trainpoint-git-bench-XXXXXX)"
 pids=()
 # Servers run in their own sessions, so that their whole process groups can be stopped.
-cleanup() { for pid in "${pids[@]}"; do kill -- "-$pid" 2>/dev/null || true; done; rm -rf "$root"; }
+cleanup() {
+  for pid in "${pids[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+  rm -rf "${work:-}"
+  if mountpoint -q "$root/fs"; then umount "$root/fs"; fi
+  rm -rf "$root"
+}
 trap cleanup EXIT
 
 echo "generating $commits commits x $files files in $root/repos/bench.git" >&2
@@ -61,43 +71,59 @@ setsid nginx -c "$root/nginx/nginx.conf" </dev/null >/dev/null 2>&1 & pids+=($!)
 for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
 url="https://127.0.0.1:$port/git/bench.git"
 
-now() { date +%s.%N; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+# timed FILE COMMAND...: runs COMMAND, appends "WALL CPU" to FILE.
+timed() {
+  local file=$1; shift
+  /usr/bin/time -f "%e %U %S" -o "$root/time.txt" "$@" >/dev/null
+  awk '{printf "%s %.3f\n", $1, $2 + $3}' "$root/time.txt" >>"$file"
+}
+column() { awk -v c="$1" '{print $c}' "$2" | median; }
+if [ -n "${WORK_DIR:-}" ]; then
+  work="$WORK_DIR/work-$$"
+else
+  truncate -s 4G "$root/fs.img"
+  mkfs.ext4 -q -F "$root/fs.img"
+  mkdir -p "$root/fs"
+  mount -o loop "$root/fs.img" "$root/fs"
+  work="$root/fs/work"
+fi
+mkdir -p "$work"
 
 # Warm the mirror cache once; the warm runs then check out into fresh work directories.
-"$bench" "$url" "$sha" "$root/prime" "$root/cache" "$root/tls/ca.crt" >/dev/null
-: >"$root/git.txt"; : >"$root/cold.txt"; : >"$root/warm.txt"; : >"$root/files.txt"
+"$bench" "$url" "$sha" "$work/prime" "$root/cache" "$root/tls/ca.crt" >/dev/null
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 for run in $(seq "$runs"); do
-  rm -rf "$root/g" "$root/cold" "$root/warm"
-  start=$(now)
-  GIT_SSL_CAINFO="$root/tls/ca.crt" git clone -q -n "$url" "$root/g"
-  files_start=$(now)
-  git -C "$root/g" checkout -q "$sha"
-  echo "$(now) - $start" | bc >>"$root/git.txt"
-  echo "$(now) - $files_start" | bc >>"$root/files.txt"
-  start=$(now)
-  "$bench" "$url" "$sha" "$root/cold" - "$root/tls/ca.crt" >/dev/null
-  echo "$(now) - $start" | bc >>"$root/cold.txt"
-  start=$(now)
-  "$bench" "$url" "$sha" "$root/warm" "$root/cache" "$root/tls/ca.crt" >/dev/null
-  echo "$(now) - $start" | bc >>"$root/warm.txt"
-  echo "run $run: git $(tail -1 "$root/git.txt")s, trainpoint cold $(tail -1 "$root/cold.txt")s," \
-    "warm cache $(tail -1 "$root/warm.txt")s" >&2
+  timed "$root/git-fetch.txt" env GIT_SSL_CAINFO="$root/tls/ca.crt" git clone -q -n "$url" "$work/g$run"
+  timed "$root/git-checkout.txt" git -C "$work/g$run" checkout -q "$sha"
+  "$bench" "$url" "$sha" "$work/cold$run" - "$root/tls/ca.crt" | cut -d' ' -f2- >>"$root/cold.txt"
+  "$bench" "$url" "$sha" "$work/warm$run" "$root/cache" "$root/tls/ca.crt" | cut -d' ' -f2- >>"$root/warm.txt"
+  echo "run $run: git $(tail -1 "$root/git-fetch.txt") + $(tail -1 "$root/git-checkout.txt")," \
+    "trainpoint cold $(tail -1 "$root/cold.txt"), warm $(tail -1 "$root/warm.txt")" >&2
 done
-# Same tree from both (the .git directories aside).
-diff -rq --exclude=.git "$root/g" "$root/cold/checkouts/$sha" >/dev/null
-diff -rq --exclude=.git "$root/g" "$root/warm/checkouts/$sha" >/dev/null
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+# Same tree from all three (the .git directories aside).
+diff -rq --exclude=.git "$work/g1" "$work/cold1/checkouts/$sha" >/dev/null
+diff -rq --exclude=.git "$work/g1" "$work/warm1/checkouts/$sha" >/dev/null
 # Warm cache and the checkout already in the work directory (a restarted container on the same volume).
-start=$(now)
-"$bench" "$url" "$sha" "$root/warm" "$root/cache" "$root/tls/ca.crt" >/dev/null
-reuse=$(echo "$(now) - $start" | bc)
+reuse=$("$bench" "$url" "$sha" "$work/warm1" "$root/cache" "$root/tls/ca.crt" | awk '{printf "%.3f", $2 + $4}')
 
-git_median=$(median <"$root/git.txt")
-cold_median=$(median <"$root/cold.txt")
-warm_median=$(median <"$root/warm.txt")
-files_median=$(median <"$root/files.txt")
-echo "repository: $commits commits, $files files, checkout of main~500 over https (nginx + git http-backend)"
-echo "git clone -n + git checkout:            median ${git_median}s (of which git checkout ${files_median}s)"
-echo "trainpoint cold (no cache):             median ${cold_median}s"
-echo "trainpoint warm mirror cache:           median ${warm_median}s (cold/warm $(echo "scale=1; $cold_median / $warm_median" | bc)x)"
-echo "trainpoint warm, checkout already there: ${reuse}s"
+git_fetch=$(column 1 "$root/git-fetch.txt"); git_fetch_cpu=$(column 2 "$root/git-fetch.txt")
+git_checkout=$(column 1 "$root/git-checkout.txt"); git_checkout_cpu=$(column 2 "$root/git-checkout.txt")
+git_total=$(paste -d' ' "$root/git-fetch.txt" "$root/git-checkout.txt" | awk '{print $1 + $3}' | median)
+cold_total=$(awk '{print $1 + $3}' "$root/cold.txt" | median)
+warm_total=$(awk '{print $1 + $3}' "$root/warm.txt" | median)
+echo "repository: $commits commits, $files files, checkout of main~500 over https (nginx + git http-backend);" \
+  "work directories in $(df --output=fstype "$work" | tail -1); medians of $runs runs; load average $load_start at the start, $load_end at the end"
+echo
+echo "| | fetch: wall s | fetch: CPU s | checkout: wall s | checkout: CPU s | total: wall s |"
+echo "|---|---:|---:|---:|---:|---:|"
+echo "| git clone -n + git checkout | $git_fetch | $git_fetch_cpu | $git_checkout | $git_checkout_cpu | $git_total |"
+for kind in cold warm; do
+  printf '| trainpoint %s | %s | %s | %s | %s | %s |\n' "$([ $kind = cold ] && echo "cold (no cache)" || echo "warm mirror, new work directory")" \
+    "$(column 1 "$root/$kind.txt")" "$(column 2 "$root/$kind.txt")" "$(column 3 "$root/$kind.txt")" \
+    "$(column 4 "$root/$kind.txt")" "$([ $kind = cold ] && echo "$cold_total" || echo "$warm_total")"
+done
+echo
+echo "git CLI / trainpoint cold: $(echo "scale=2; $git_total / $cold_total" | bc)x; cold / warm: $(echo "scale=1; $cold_total / $warm_total" | bc)x;" \
+  "warm cache with the checkout already there: ${reuse}s"

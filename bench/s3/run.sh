@@ -18,9 +18,15 @@ work="$(mktemp -d /tmp/tp-s3-bench.XXXXXX)"
 server_pid=""
 cleanup() {
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
+  if mountpoint -q "$work/mnt"; then umount "$work/mnt"; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
+# The tools write into a tmpfs (as root): on this machine's ext4, creating files right after a mass delete is
+# several times slower (docs/benchmarks.md, "Git"), and writeback of earlier runs would be timed too.
+mkdir -p "$work/mnt"
+mount -t tmpfs -o size=3g tp-s3-bench "$work/mnt" 2>/dev/null || echo "# no tmpfs: writing to $work" >&2
+dest="$work/mnt/dest"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 endpoint="http://127.0.0.1:$port"
@@ -56,10 +62,10 @@ done >"$warm_config"
 curl_signed=(curl -sS --fail --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER -H x-amz-content-sha256:UNSIGNED-PAYLOAD)
 "${curl_signed[@]}" -Z --parallel-max "$parallelism" -K "$warm_config" >"$work/warm.log" 2>&1
 
-# time_once COMMAND...: runs COMMAND into a fresh $work/dest and prints the seconds it took.
+# time_once COMMAND...: runs COMMAND into a fresh $dest and prints the seconds it took.
 time_once() {
-  rm -rf "$work/dest"
-  mkdir -p "$work/dest"
+  rm -rf "$dest"
+  mkdir -p "$dest"
   sync
   local start end
   start=$(date +%s.%N)
@@ -71,41 +77,51 @@ median() { printf '%s\n' "$@" | sort -g | awk '{t[NR]=$1} END {print t[int((NR+1
 
 small_config="$work/small.curl"
 for i in $(seq 0 $((small_count - 1))); do
-  printf 'url = "%s/bench/small/img%05d.bin"\noutput = "%s/dest/img%05d.bin"\n' "$endpoint" "$i" "$work" "$i"
+  printf 'url = "%s/bench/small/img%05d.bin"\noutput = "%s/img%05d.bin"\n' "$endpoint" "$i" "$dest" "$i"
 done >"$small_config"
 
 declare -A small_cmd large_cmd small large
-small_cmd[trainpoint]="$trainpoint cp --recursive s3://bench/small/ $work/dest --parallelism $parallelism"
-small_cmd[awscli]="aws s3 cp --recursive --quiet s3://bench/small/ $work/dest"
-small_cmd[rclone]="env -u AWS_CA_BUNDLE rclone copy ${rclone_remote[*]} :s3:bench/small $work/dest"
-small_cmd[rclone_t32]="env -u AWS_CA_BUNDLE rclone copy ${rclone_remote[*]} --transfers $parallelism :s3:bench/small $work/dest"
+small_cmd[trainpoint]="$trainpoint cp --recursive s3://bench/small/ $dest --parallelism $parallelism"
+small_cmd[awscli]="aws s3 cp --recursive --quiet s3://bench/small/ $dest"
+small_cmd[rclone]="env -u AWS_CA_BUNDLE rclone copy ${rclone_remote[*]} :s3:bench/small $dest"
+small_cmd[rclone_t32]="env -u AWS_CA_BUNDLE rclone copy ${rclone_remote[*]} --transfers $parallelism :s3:bench/small $dest"
 small_cmd[curl]="${curl_signed[*]} -Z --parallel-max $parallelism -K $small_config"
-large_cmd[trainpoint]="$trainpoint cp s3://bench/large/blob.bin $work/dest/blob.bin --parallelism 8"
-large_cmd[awscli]="aws s3 cp --quiet s3://bench/large/blob.bin $work/dest/blob.bin"
-large_cmd[rclone]="env -u AWS_CA_BUNDLE rclone copy ${rclone_remote[*]} :s3:bench/large $work/dest"
-large_cmd[curl]="${curl_signed[*]} -o $work/dest/blob.bin $endpoint/bench/large/blob.bin"
-tools=(trainpoint awscli rclone rclone_t32 curl)
+large_cmd[trainpoint]="$trainpoint cp s3://bench/large/blob.bin $dest/blob.bin --parallelism 8"
+large_cmd[awscli]="aws s3 cp --quiet s3://bench/large/blob.bin $dest/blob.bin"
+large_cmd[rclone]="env -u AWS_CA_BUNDLE rclone copy ${rclone_remote[*]} :s3:bench/large $dest"
+large_cmd[curl]="${curl_signed[*]} -o $dest/blob.bin $endpoint/bench/large/blob.bin"
+# The verifying ceiling: one curl writing the file while md5sum hashes the same bytes (tee), on the same cores.
+printf 'set -o pipefail\n%s %s | tee %s | md5sum\n' "${curl_signed[*]}" "$endpoint/bench/large/blob.bin" \
+  "$dest/blob.bin" >"$work/curl_md5.sh"
+large_cmd[curl_md5]="bash $work/curl_md5.sh"
+tools=(trainpoint awscli rclone rclone_t32 curl curl_md5)
 
-# Runs alternate between tools, so that a drifting server or a busy machine affects every tool alike.
+# Runs alternate between tools, so that a drifting server or a busy machine affects every tool alike: each run
+# times every tool's small objects, then every tool's large object, starting one tool later than the run
+# before (s3rver is slower for a while after serving the 1 GiB object, which would favour whoever follows).
 declare -A small_times large_times
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 for run in $(seq "$runs"); do
   echo "# run $run" >&2
-  for tool in "${tools[@]}"; do
+  order=("${tools[@]:$(((run - 1) % ${#tools[@]}))}" "${tools[@]:0:$(((run - 1) % ${#tools[@]}))}")
+  for tool in "${order[@]}"; do
+    [ -n "${small_cmd[$tool]:-}" ] || continue
     # shellcheck disable=SC2086 # the commands are word lists without spaces in their words
     small_times[$tool]+=" $(time_once ${small_cmd[$tool]})"
-    [ "$tool" = trainpoint ] && [ "$(find "$work/dest" -type f -name 'img*.bin' | wc -l)" -ne "$small_count" ] &&
+    [ "$tool" = trainpoint ] && [ "$(find "$dest" -type f -name 'img*.bin' | wc -l)" -ne "$small_count" ] &&
       { echo "trainpoint did not stage every object" >&2; exit 1; }
-    if [ -n "${large_cmd[$tool]:-}" ]; then
-      # shellcheck disable=SC2086
-      large_times[$tool]+=" $(time_once ${large_cmd[$tool]})"
-      cmp "$work/src/large/blob.bin" "$work/dest/blob.bin"
-    fi
-    echo "  $tool: small${small_times[$tool]} large${large_times[$tool]:-}" >&2
   done
+  for tool in "${order[@]}"; do
+    [ -n "${large_cmd[$tool]:-}" ] || continue
+    # shellcheck disable=SC2086
+    large_times[$tool]+=" $(time_once ${large_cmd[$tool]})"
+    cmp "$work/src/large/blob.bin" "$dest/blob.bin"
+  done
+  for tool in "${tools[@]}"; do echo "  $tool: small${small_times[$tool]:-} large${large_times[$tool]:-}" >&2; done
 done
 for tool in "${tools[@]}"; do
   # shellcheck disable=SC2086
-  small[$tool]=$(median ${small_times[$tool]})
+  [ -n "${small_times[$tool]:-}" ] && small[$tool]=$(median ${small_times[$tool]})
   # shellcheck disable=SC2086
   [ -n "${large_times[$tool]:-}" ] && large[$tool]=$(median ${large_times[$tool]})
 done
@@ -114,15 +130,16 @@ mib=1024
 echo "| tool | ${small_count} x ${small_kib} KiB: s | objects/s | 1 GiB: s | MB/s |"
 echo "|---|---|---|---|---|"
 for tool in "${tools[@]}"; do
-  s=${small[$tool]}
+  s=${small[$tool]:-}
   l=${large[$tool]:-}
-  printf '| %s | %.2f | %.0f | %s | %s |\n' "$tool" "$s" "$(echo "$small_count / $s" | bc -l)" \
+  printf '| %s | %s | %s | %s | %s |\n' "$tool" "${s:+$(printf '%.2f' "$s")}" "${s:+$(printf '%.0f' "$(echo "$small_count / $s" | bc -l)")}" \
     "${l:+$(printf '%.2f' "$l")}" "${l:+$(printf '%.0f' "$(echo "$mib * 1.048576 / $l" | bc -l)")}"
 done
 echo
 printf 'small objects: trainpoint/awscli %.2fx, trainpoint/rclone %.2fx (rclone --transfers %d: %.2fx), trainpoint/curl ceiling %.2f\n' \
   "$(echo "${small[awscli]} / ${small[trainpoint]}" | bc -l)" "$(echo "${small[rclone]} / ${small[trainpoint]}" | bc -l)" \
   "$parallelism" "$(echo "${small[rclone_t32]} / ${small[trainpoint]}" | bc -l)" "$(echo "${small[curl]} / ${small[trainpoint]}" | bc -l)"
-printf 'large object: trainpoint/awscli %.2fx, trainpoint/rclone %.2fx, trainpoint/curl ceiling %.2f\n' \
+printf 'large object: trainpoint/awscli %.2fx, trainpoint/rclone %.2fx, trainpoint/curl ceiling %.2f, trainpoint/(curl | md5sum) %.2f\n' \
   "$(echo "${large[awscli]} / ${large[trainpoint]}" | bc -l)" "$(echo "${large[rclone]} / ${large[trainpoint]}" | bc -l)" \
-  "$(echo "${large[curl]} / ${large[trainpoint]}" | bc -l)"
+  "$(echo "${large[curl]} / ${large[trainpoint]}" | bc -l)" "$(echo "${large[curl_md5]} / ${large[trainpoint]}" | bc -l)"
+echo "load average at the start: $load_start; at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -13,10 +13,13 @@ std::string_view exit_class_name(ExitCode code) {
     case ExitCode::model: return "model error";
     case ExitCode::training: return "training error";
     case ExitCode::output: return "output error";
+    case ExitCode::requirements: return "requirements error";
+    case ExitCode::program: return "program error";
     case ExitCode::interrupted: return "interrupted";
     case ExitCode::network: return "network error";
     case ExitCode::storage: return "storage error";
     case ExitCode::peer_lost: return "peer lost";
+    case ExitCode::program_retryable: return "program stopped";
   }
   return "unknown";
 }

@@ -21,10 +21,13 @@ enum class ExitCode : int {
   model = 6,        // the model cannot be built or loaded
   training = 7,     // training failed (for example the loss became NaN)
   output = 8,       // the output location cannot be written (permissions, bad path)
+  requirements = 9,  // command mode: job.requirements cannot be installed (no such package, no build, torch)
+  program = 10,      // command mode: the program failed (its own exit code 1-127 is in the message)
   interrupted = 143,  // SIGTERM/SIGINT: a checkpoint was saved, restart resumes
   network = 200,    // a transient network failure (git or S3) outlasted its retries
   storage = 201,    // local disk full or a storage service failing
   peer_lost = 202,  // another rank died or stalled
+  program_retryable = 203,  // command mode: the program exited 128-255 or a signal (SIGKILL: out of memory) ended it
 };
 
 // Short name of an exit class, used in the final error line.

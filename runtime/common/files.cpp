@@ -13,14 +13,11 @@
 #include "common/error.h"
 
 namespace tp {
-namespace {
 
 ExitCode write_failure_class(int error_number) {
   return error_number == ENOSPC || error_number == EDQUOT || error_number == EIO ? ExitCode::storage
                                                                                  : ExitCode::output;
 }
-
-}  // namespace
 
 std::filesystem::path temporary_sibling(const std::filesystem::path& target) {
   static std::atomic<unsigned> counter{0};

@@ -19,6 +19,9 @@ void write_file_atomic(const std::filesystem::path& target, std::string_view con
 // Whether `file` is there with exactly `size` bytes (false when it cannot be examined): how a copy
 // fetched earlier, and verified then, is recognised.
 bool has_size(const std::filesystem::path& file, std::uint64_t size);
+// How a failed write is classed by its errno: storage (retryable) for a full disk, a quota or an I/O error,
+// output (permanent) otherwise, such as a missing permission.
+ExitCode write_failure_class(int error_number);
 // Reads a whole file; on failure throws tp::Error of class `code_if_unreadable`, naming the path.
 std::string read_file(const std::filesystem::path& path, ExitCode code_if_unreadable);
 

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 namespace tp::log {
@@ -13,6 +14,8 @@ namespace {
 
 std::atomic<int> current_rank{-1};
 Format current_format = Format::text;
+// The fields of the line being logged by this thread (info_with_fields); formatting runs in the thread that logs.
+thread_local const nlohmann::json* current_fields = nullptr;
 
 // One JSON object per line: {"time", "level", "rank", "msg"}, for log collectors.
 class JsonFormatter final : public spdlog::formatter {
@@ -31,6 +34,11 @@ class JsonFormatter final : public spdlog::formatter {
                            {"level", spdlog::level::to_string_view(msg.level).data()},
                            {"msg", std::string(msg.payload.data(), msg.payload.size())}};
     if (int rank = current_rank.load(); rank >= 0) line["rank"] = rank;
+    if (current_fields != nullptr) {
+      for (const auto& [key, value] : current_fields->items()) {
+        if (!line.contains(key)) line[key] = value;
+      }
+    }
     const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     dest.append(text.data(), text.data() + text.size());
   }
@@ -67,14 +75,34 @@ void init(Format format, spdlog::level::level_enum level) {
 
 void set_rank(int rank) {
   current_rank = rank;
+  // Rank 0 speaks for the job: the other ranks' information would repeat its own (--log-level debug shows it).
+  auto logger = spdlog::default_logger();
+  if (rank > 0 && logger->level() == spdlog::level::info) logger->set_level(spdlog::level::warn);
   apply_format();
+}
+
+void failure(const Error& error) {
+  spdlog::error("{} (exit {}, {})", error.what(), static_cast<int>(error.code()), exit_class_name(error.code()));
+}
+
+void exit_now(const Error& error) {
+  failure(error);
+  spdlog::default_logger()->flush();
+  std::_Exit(static_cast<int>(error.code()));
+}
+
+void info_with_fields(const nlohmann::json& fields, const std::string& message) {
+  current_fields = &fields;
+  spdlog::info("{}", message);
+  current_fields = nullptr;
 }
 
 Progress::Progress(std::string label, std::uint64_t total, std::string unit)
     : label_(std::move(label)),
       total_(total),
       unit_(std::move(unit)),
-      tty_(current_format == Format::text && isatty(STDERR_FILENO) == 1),
+      tty_(current_format == Format::text && isatty(STDERR_FILENO) == 1 &&
+           spdlog::default_logger()->should_log(spdlog::level::info)),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 
@@ -98,23 +126,33 @@ void Progress::finish() {
   draw(true);
 }
 
+void Progress::close() {
+  if (finished_) return;
+  finished_ = true;
+  if (tty_) std::fputs("\r\033[K", stderr);
+}
+
 void Progress::draw(bool final_line) {
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double rate = elapsed > 0 ? static_cast<double>(done_) / elapsed : 0.0;
   const std::string note = note_.empty() ? std::string() : " " + note_;
+  // What is left at the rate so far.
+  const std::string eta = !final_line && rate > 0 && total_ > done_
+                              ? ", ETA " + format_duration(static_cast<double>(total_ - done_) / rate)
+                              : std::string();
   if (tty_ && !final_line) {
     constexpr int width = 30;
     const int filled = total_ > 0 ? static_cast<int>(width * std::min<double>(1.0, double(done_) / total_)) : 0;
-    std::fprintf(stderr, "\r%s [%s%s] %llu/%llu %s %.1f %s/s%s\033[K", label_.c_str(), std::string(filled, '#').c_str(),
-                 std::string(width - filled, '.').c_str(), static_cast<unsigned long long>(done_),
-                 static_cast<unsigned long long>(total_), format_duration(elapsed).c_str(), rate, unit_.c_str(),
-                 note.c_str());
+    std::fprintf(stderr, "\r%s [%s%s] %llu/%llu %s %.1f %s/s%s%s\033[K", label_.c_str(),
+                 std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
+                 static_cast<unsigned long long>(done_), static_cast<unsigned long long>(total_),
+                 format_duration(elapsed).c_str(), rate, unit_.c_str(), eta.c_str(), note.c_str());
     std::fflush(stderr);
     return;
   }
   if (tty_) std::fputs("\r\033[K", stderr);
-  spdlog::info("{}: {}/{} {} in {} ({:.1f} {}/s){}", label_, done_, total_, unit_, format_duration(elapsed), rate,
-               unit_, note);
+  info_with_fields(fields_, fmt::format("{}: {}/{} {} in {} ({:.1f} {}/s{}){}", label_, done_, total_, unit_,
+                                        format_duration(elapsed), rate, unit_, eta, note));
 }
 
 }  // namespace tp::log

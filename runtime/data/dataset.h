@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "data/file_store.h"
+#include "data/schema.h"
 #include "spec/spec.h"
 
 namespace tp::data {
@@ -21,24 +22,6 @@ namespace tp::data {
 struct Example {
   at::Tensor input;   // one sample: {C, H, W} float for images, {features} float for tables
   at::Tensor target;  // scalar: int64 class index, or float for regression
-};
-
-// What the model needs to know about the data.
-struct Schema {
-  std::vector<std::int64_t> input_shape;  // of one sample
-  std::int64_t num_outputs = 0;           // classes, or 1 for regression
-  bool classification = true;
-  bool multi_label = false;              // targets are {num_outputs} floats of 0/1 (use a BCE loss)
-  std::vector<std::string> class_names;  // classification and multi-label
-  // table_csv: the model's input columns (categories expanded as "column=value", and "column=#na#", 1 where
-  // a numeric column's cell is missing, for the columns with missing cells in training) and the
-  // training-split statistics that standardized them, (x - mean) / std, to be saved with the model.
-  // feature_fill: for numeric columns the number a missing cell stands for (the training split's median),
-  // NaN for the other inputs.
-  std::vector<std::string> feature_names;
-  std::vector<double> feature_mean;
-  std::vector<double> feature_std;
-  std::vector<double> feature_fill;
 };
 
 // Corrupted or unsupported files met while reading, shared by a run's datasets and threads.

@@ -27,12 +27,11 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::vector<std::size_t> 
   }
   const auto batch = static_cast<std::size_t>(options_.batch_size);
   num_batches_ = options_.drop_last ? indices_.size() / batch : (indices_.size() + batch - 1) / batch;
-  next_to_make_ = next_to_return_ = std::min(options_.first_batch, num_batches_);
+  next_to_make_ = next_to_return_ = 0;
   limit_ =
       options_.workers == 0 ? 1 : static_cast<std::size_t>(options_.workers * options_.prefetch_per_worker);
   pin_ = options_.pin_memory && at::globalContext().hasCUDA();
-  const std::size_t first_sample = std::min(next_to_make_ * batch, indices_.size());
-  dataset_->will_read({indices_.begin() + static_cast<std::ptrdiff_t>(first_sample), indices_.end()});
+  dataset_->will_read(indices_);
   for (int i = 0; i < options_.workers; ++i) threads_.emplace_back([this] { work(); });
 }
 

@@ -26,7 +26,6 @@ struct LoaderOptions {
   int workers = 2;              // 0: batches are made on the calling thread
   int prefetch_per_worker = 2;  // batches made ahead of the consumer at most: workers x prefetch_per_worker
   bool drop_last = false;       // drop a final partial batch
-  std::size_t first_batch = 0;  // resume an epoch here (a checkpoint's position())
   // Collate into page-locked memory so the caller's `to(device, /*non_blocking=*/true)` overlaps the copy
   // with compute. Ignored without a CUDA device.
   bool pin_memory = false;
@@ -47,9 +46,9 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  // Batches in the whole epoch, including those skipped by first_batch.
+  // Batches in all.
   std::size_t num_batches() const { return num_batches_; }
-  // The index of the next batch next() returns: save it to resume mid-epoch.
+  // The index of the next batch next() returns: the batches returned so far.
   std::size_t position() const { return next_to_return_; }
   std::size_t max_batches_in_memory() const { return limit_; }
   // The next batch in order, or nothing at the end. Rethrows a worker's error.

@@ -1,5 +1,6 @@
 // Opening the data a spec names: image folders, images labelled by a CSV, and tabular CSVs.
 #include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
@@ -25,7 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path resolve(const fs::path& root, const std::string& path) {
-  return fs::path(path).is_absolute() ? fs::path(path) : root / path;
+  return (fs::path(path).is_absolute() ? fs::path(path) : root / path).lexically_normal();
 }
 
 std::optional<double> parse_number(const std::string& text) {
@@ -153,24 +154,43 @@ struct LabelledImages {
   std::vector<std::string> classes;
 };
 
-// image_folder: one subdirectory per class. `known_classes` (validation data) fixes the class indices.
-LabelledImages list_image_folder(const FileStore& store, const fs::path& dir,
+// image_folder: one subdirectory per class, `files` the files under `dir`. `known_classes` (validation data)
+// fixes the class indices.
+LabelledImages list_image_folder(const std::vector<fs::path>& files, const fs::path& dir,
                                  const std::vector<std::string>* known_classes) {
   std::map<std::string, std::vector<fs::path>> images_by_class;  // every class folder, even without images
+  std::map<std::string, std::set<std::string>> nested;            // class -> folders holding its deeper images
   bool loose_images = false;
-  for (const fs::path& file : store.list(dir)) {
+  for (const fs::path& file : files) {
     const fs::path relative = file.lexically_relative(dir);
     const bool image = has_image_extension(file);
-    if (std::distance(relative.begin(), relative.end()) == 1) {
+    const auto depth = std::distance(relative.begin(), relative.end());
+    if (depth == 1) {
       loose_images = loose_images || image;
       continue;
     }
     auto& images = images_by_class[relative.begin()->string()];
     if (image) images.push_back(file);
+    if (image && depth > 2) nested[relative.begin()->string()].insert(std::next(relative.begin())->string());
   }
   if (images_by_class.empty()) {
     fail(ExitCode::data, "{}: no class subdirectories{}", dir.string(),
          loose_images ? " (images must be in one subdirectory per class)" : "");
+  }
+  // A folder whose images are all in subfolders is no class: most likely it holds the classes themselves
+  // (train/circle/...), and training on it would learn the wrong problem.
+  for (const auto& [name, folders] : nested) {
+    const auto& images = images_by_class[name];
+    const bool only_folders = std::none_of(images.begin(), images.end(), [&](const fs::path& file) {
+      return std::distance(file.lexically_relative(dir).begin(), file.lexically_relative(dir).end()) == 2;
+    });
+    if (!only_folders) continue;
+    const bool split_name = name == "train" || name == "valid" || name == "val" || name == "test";
+    fail(ExitCode::data, "{}: the class folder '{}' holds only folders ({}), not images: image_folder wants one "
+         "folder of images per class{}", (dir / name).string(), name, fmt::join(folders, ", "),
+         split_name ? " (a train/ folder beside a valid/ or val/ one is the training and validation split, "
+                      "unless data.valid_source is set; or point data.source at " + (dir / name).string() + ")"
+                    : " (if these folders are the classes, point data.source at " + (dir / name).string() + ")");
   }
   LabelledImages result;
   for (const auto& entry : images_by_class) result.classes.push_back(entry.first);
@@ -189,6 +209,51 @@ LabelledImages list_image_folder(const FileStore& store, const fs::path& dir,
   }
   result.targets = at::tensor(labels, at::kLong);
   return result;
+}
+
+// fastai's layout: `dir` holds train/ and valid/ (or val/), each with one folder per class; they are the
+// training and validation split. Returns the two folders when `files` (those under `dir`) are laid out so.
+std::optional<std::pair<fs::path, fs::path>> split_folders(const std::vector<fs::path>& files, const fs::path& dir) {
+  std::set<std::string> top;  // folders directly under `dir` with files two levels below them
+  for (const fs::path& file : files) {
+    const fs::path relative = file.lexically_relative(dir);
+    if (std::distance(relative.begin(), relative.end()) > 2) top.insert(relative.begin()->string());
+  }
+  if (top.count("train") == 0) return std::nullopt;
+  for (const char* valid : {"valid", "val"}) {
+    if (top.count(valid) > 0) return std::make_pair(dir / "train", dir / valid);
+  }
+  return std::nullopt;
+}
+
+// The files of `files` under `dir`.
+std::vector<fs::path> files_under(const std::vector<fs::path>& files, const fs::path& dir) {
+  std::vector<fs::path> under;
+  const std::string prefix = (dir / "").string();
+  for (const fs::path& file : files) {
+    if (file.string().rfind(prefix, 0) == 0) under.push_back(file);
+  }
+  return under;
+}
+
+// "circle 40, square 38": the training examples of each class (the first 20 classes, then the smallest and
+// largest), so that a wrong class list shows at the start.
+void log_classes(const std::vector<std::string>& classes, const at::Tensor& targets) {
+  if (classes.empty()) return;
+  const at::Tensor counts = (targets.dim() == 2 ? targets.sum(0) : at::bincount(targets, {}, static_cast<std::int64_t>(classes.size())))
+                                .to(at::kLong).contiguous();
+  const std::int64_t* count = counts.data_ptr<std::int64_t>();
+  std::vector<std::string> named;
+  constexpr std::size_t kShown = 20;
+  for (std::size_t c = 0; c < classes.size() && c < kShown; ++c) named.push_back(fmt::format("{} {}", classes[c], count[c]));
+  std::string rest;
+  if (classes.size() > kShown) {
+    const auto [fewest, most] = std::minmax_element(count, count + classes.size());
+    rest = fmt::format(" and {} more (fewest: {} {}, most: {} {})", classes.size() - kShown,
+                       classes[static_cast<std::size_t>(fewest - count)], *fewest,
+                       classes[static_cast<std::size_t>(most - count)], *most);
+  }
+  spdlog::info("{} classes, training examples of each: {}{}", classes.size(), fmt::join(named, ", "), rest);
 }
 
 // Every row of a classification table names its class: an empty cell would become a class "".
@@ -210,16 +275,16 @@ LabelledImages read_image_csv(const fs::path& file, const spec::DataSpec& spec,
   if (target == 0)
     fail(ExitCode::data, "{}: the first column must be the image path, not the target", file.string());
   if (table.rows.empty()) fail(ExitCode::data, "{}: no rows after the header", file.string());
-  if (spec.task == "classification") require_classes(file, table, target, spec.target);
+  if (spec.task == spec::Task::classification) require_classes(file, table, target, spec.target);
   const auto labels_of = [&](const std::string& cell) {
     std::vector<std::string> labels;
-    if (spec.task != "multi_label") return std::vector<std::string>{cell};
+    if (spec.task != spec::Task::multi_label) return std::vector<std::string>{cell};
     std::istringstream words(cell);
     for (std::string word; words >> word;) labels.push_back(word);
     return labels;
   };
   LabelledImages result;
-  if (spec.task != "regression") {
+  if (spec.task != spec::Task::regression) {
     if (known_classes) {
       result.classes = *known_classes;
     } else {
@@ -232,19 +297,17 @@ LabelledImages read_image_csv(const fs::path& file, const spec::DataSpec& spec,
   }
   const auto n = static_cast<std::int64_t>(table.rows.size());
   const auto classes = static_cast<std::int64_t>(result.classes.size());
-  if (spec.task == "classification") {
-    result.targets = at::empty({n}, at::kLong);
-  } else if (spec.task == "multi_label") {
-    result.targets = at::zeros({n, classes}, at::kFloat);
-  } else {
-    result.targets = at::empty({n}, at::kFloat);
+  switch (spec.task) {
+    case spec::Task::classification: result.targets = at::empty({n}, at::kLong); break;
+    case spec::Task::multi_label: result.targets = at::zeros({n, classes}, at::kFloat); break;
+    case spec::Task::regression: result.targets = at::empty({n}, at::kFloat); break;
   }
   for (std::int64_t i = 0; i < n; ++i) {
     const auto& row = table.rows[static_cast<std::size_t>(i)];
     const std::string& cell = row[static_cast<std::size_t>(target)];
     const std::size_t line = table.lines[static_cast<std::size_t>(i)];
     result.files.push_back(file.parent_path() / row[0]);
-    if (spec.task == "regression") {
+    if (spec.task == spec::Task::regression) {
       const auto value = parse_number(cell);
       if (!value)
         fail(ExitCode::data, "{}:{}: column '{}': '{}' is not a number", file.string(), line, spec.target,
@@ -258,7 +321,7 @@ LabelledImages read_image_csv(const fs::path& file, const spec::DataSpec& spec,
         fail(ExitCode::data, "{}:{}: column '{}': '{}' is not among the training classes", file.string(),
              line, spec.target, label);
       }
-      if (spec.task == "classification") {
+      if (spec.task == spec::Task::classification) {
         result.targets[i] = index;
       } else {
         result.targets[i][index] = 1.0;
@@ -270,30 +333,53 @@ LabelledImages read_image_csv(const fs::path& file, const spec::DataSpec& spec,
 
 fs::path table_file(const fs::path& path);
 
+// A seeded `fraction` of `all` as validation, the rest for training.
+std::pair<LabelledImages, LabelledImages> hold_out(const LabelledImages& all, double fraction, std::uint64_t seed) {
+  const auto [train_indices, valid_indices] = split_indices(all.files.size(), fraction, seed);
+  const auto take = [&](const std::vector<std::size_t>& indices) {
+    LabelledImages part;
+    part.classes = all.classes;
+    for (std::size_t i : indices) part.files.push_back(all.files[i]);
+    std::vector<std::int64_t> rows(indices.begin(), indices.end());
+    part.targets = all.targets.index_select(0, at::tensor(rows, at::kLong));
+    return part;
+  };
+  return {take(train_indices), take(valid_indices)};
+}
+
+// The training and the validation images: data.valid_source, else fastai's train/ and valid/ folders, else a
+// held-out share of data.source.
+std::pair<LabelledImages, LabelledImages> training_and_validation(const spec::DataSpec& spec, const fs::path& root,
+                                                                  std::uint64_t seed, const FileStore& store) {
+  const fs::path source = resolve(root, spec.source);
+  const fs::path valid_source = spec.valid_source.empty() ? fs::path() : resolve(root, spec.valid_source);
+  if (spec.format == spec::DataFormat::image_csv) {
+    LabelledImages train = read_image_csv(table_file(source), spec, nullptr);
+    if (valid_source.empty()) return hold_out(train, spec.valid, seed);
+    LabelledImages valid = read_image_csv(table_file(valid_source), spec, &train.classes);
+    return {std::move(train), std::move(valid)};
+  }
+  const std::vector<fs::path> files = store.list(source);
+  if (!valid_source.empty()) {
+    LabelledImages train = list_image_folder(files, source, nullptr);
+    LabelledImages valid = list_image_folder(store.list(valid_source), valid_source, &train.classes);
+    return {std::move(train), std::move(valid)};
+  }
+  if (const auto split = split_folders(files, source)) {
+    const auto& [train_dir, valid_dir] = *split;
+    spdlog::info("{}: {}/ and {}/ are the training and validation split (data.valid is not used)", source.string(),
+                 train_dir.filename().string(), valid_dir.filename().string());
+    LabelledImages train = list_image_folder(files_under(files, train_dir), train_dir, nullptr);
+    LabelledImages valid = list_image_folder(files_under(files, valid_dir), valid_dir, &train.classes);
+    return {std::move(train), std::move(valid)};
+  }
+  return hold_out(list_image_folder(files, source, nullptr), spec.valid, seed);
+}
+
 Datasets open_images(const spec::DataSpec& spec, const fs::path& root, std::uint64_t seed,
                      const std::shared_ptr<const FileStore>& store) {
-  const bool folder = spec.format == "image_folder";
-  const auto read = [&](const fs::path& path, const std::vector<std::string>* known) {
-    return folder ? list_image_folder(*store, path, known) : read_image_csv(table_file(path), spec, known);
-  };
-  LabelledImages train = read(resolve(root, spec.source), nullptr);
-  LabelledImages valid;
-  if (!spec.valid_source.empty()) {
-    valid = read(resolve(root, spec.valid_source), &train.classes);
-  } else {
-    auto [train_indices, valid_indices] = split_indices(train.files.size(), spec.valid, seed);
-    const auto take = [&](const std::vector<std::size_t>& indices) {
-      LabelledImages part;
-      for (std::size_t i : indices) part.files.push_back(train.files[i]);
-      std::vector<std::int64_t> rows(indices.begin(), indices.end());
-      part.targets = train.targets.index_select(0, at::tensor(rows, at::kLong));
-      return part;
-    };
-    valid = take(valid_indices);
-    LabelledImages kept = take(train_indices);
-    train.files = std::move(kept.files);
-    train.targets = kept.targets;
-  }
+  auto [train, valid] = training_and_validation(spec, root, seed, *store);
+  if (spec.task != spec::Task::regression) log_classes(train.classes, train.targets);
   Datasets datasets;
   datasets.bad_files = std::make_shared<BadFiles>(spec.max_bad_files);
   const int channels = static_cast<int>(spec.channels);
@@ -303,10 +389,14 @@ Datasets open_images(const spec::DataSpec& spec, const fs::path& root, std::uint
                                                   eval_transform(spec), channels, seed, datasets.bad_files);
   Schema& schema = datasets.schema;
   schema.input_shape = {channels, spec.image_size, spec.image_size};
-  schema.classification = spec.task != "regression";
-  schema.multi_label = spec.task == "multi_label";
+  schema.classification = spec.task != spec::Task::regression;
+  schema.multi_label = spec.task == spec::Task::multi_label;
   schema.class_names = train.classes;
   schema.num_outputs = schema.classification ? static_cast<std::int64_t>(train.classes.size()) : 1;
+  schema.resize = spec.resize;
+  const Normalization normalization = eval_transform(spec).normalization;
+  schema.pixel_mean.assign(normalization.mean.begin(), normalization.mean.begin() + channels);
+  schema.pixel_std.assign(normalization.std.begin(), normalization.std.begin() + channels);
   return datasets;
 }
 
@@ -362,7 +452,7 @@ TableEncoding learn_encoding(const fs::path& file, const CsvTable& table, const 
       for (const auto& row : table.rows) values.push_back(row[c]);
     }
     if (static_cast<int>(c) == target) {
-      if (spec.task == "classification") encoding.classes = sorted_distinct(std::move(values));
+      if (spec.task == spec::Task::classification) encoding.classes = sorted_distinct(std::move(values));
     } else if (categorical) {
       auto& levels = encoding.categories[name] = sorted_distinct(std::move(values));
       for (const auto& level : levels) encoding.feature_names.push_back(name + "=" + level);
@@ -388,7 +478,7 @@ std::pair<at::Tensor, at::Tensor> encode_table(const fs::path& file, const CsvTa
   at::Tensor features =
       at::zeros({rows, static_cast<std::int64_t>(encoding.feature_names.size())}, at::kFloat);
   at::Tensor targets =
-      spec.task == "classification" ? at::empty({rows}, at::kLong) : at::empty({rows}, at::kFloat);
+      spec.task == spec::Task::classification ? at::empty({rows}, at::kLong) : at::empty({rows}, at::kFloat);
   float* out = features.data_ptr<float>();
   for (std::int64_t r = 0; r < rows; ++r) {
     const auto& row = table.rows[static_cast<std::size_t>(r)];
@@ -397,7 +487,7 @@ std::pair<at::Tensor, at::Tensor> encode_table(const fs::path& file, const CsvTa
     for (std::size_t c = 0; c < row.size(); ++c) {
       const std::string& name = table.header[c];
       if (static_cast<int>(c) == target) {
-        if (spec.task == "classification") {
+        if (spec.task == spec::Task::classification) {
           const std::int64_t index = index_of(encoding.classes, row[c]);
           if (index < 0) {
             fail(ExitCode::data, "{}:{}: column '{}': '{}' is not among the training classes", file.string(),
@@ -445,9 +535,9 @@ Datasets open_table(const spec::DataSpec& spec, const fs::path& root, std::uint6
     fail(ExitCode::data, "{}: no target column '{}' (data.target)", train_file.string(), spec.target);
   }
   if (train_table.rows.empty()) fail(ExitCode::data, "{}: no rows after the header", train_file.string());
-  if (spec.task == "multi_label")
+  if (spec.task == spec::Task::multi_label)
     fail(ExitCode::spec, "data.task: multi_label needs data.format = \"image_csv\"");
-  if (spec.task == "classification") {
+  if (spec.task == spec::Task::classification) {
     require_classes(train_file, train_table, train_table.column(spec.target), spec.target);
   }
   const TableEncoding encoding = learn_encoding(train_file, train_table, spec);
@@ -472,6 +562,7 @@ Datasets open_table(const spec::DataSpec& spec, const fs::path& root, std::uint6
   }
   if (train_features.size(0) == 0)
     fail(ExitCode::data, "{}: no training rows left after the split", train_file.string());
+  if (spec.task == spec::Task::classification) log_classes(encoding.classes, train_targets);
 
   // Missing numbers become the training split's median (fastai's FillMissing; the 0.5 quantile, which is the
   // mean of the two middle values like pandas' median), 0 for a column with none.
@@ -498,7 +589,7 @@ Datasets open_table(const spec::DataSpec& spec, const fs::path& root, std::uint6
   datasets.valid = std::make_shared<TensorDataset>(standardize(valid_features), valid_targets);
   Schema& schema = datasets.schema;
   schema.input_shape = {features.size(1)};
-  schema.classification = spec.task == "classification";
+  schema.classification = spec.task == spec::Task::classification;
   schema.class_names = encoding.classes;
   schema.num_outputs = schema.classification ? static_cast<std::int64_t>(encoding.classes.size()) : 1;
   schema.feature_names = encoding.feature_names;
@@ -515,8 +606,12 @@ Datasets open_table(const spec::DataSpec& spec, const fs::path& root, std::uint6
 Datasets open(const spec::DataSpec& spec, const std::filesystem::path& root, std::uint64_t seed,
               const std::shared_ptr<const FileStore>& store) {
   if (spec.source.empty()) fail(ExitCode::spec, "data.source: required");
-  Datasets datasets =
-      spec.format == "table_csv" ? open_table(spec, root, seed) : open_images(spec, root, seed, store);
+  Datasets datasets;
+  switch (spec.format) {
+    case spec::DataFormat::image_folder:
+    case spec::DataFormat::image_csv: datasets = open_images(spec, root, seed, store); break;
+    case spec::DataFormat::table_csv: datasets = open_table(spec, root, seed); break;
+  }
   const Schema& schema = datasets.schema;
   // One class trains to a loss of 0 and predicts nothing: a data mistake, not a run to wait for.
   if (schema.classification && !schema.multi_label && schema.class_names.size() == 1) {

@@ -6,16 +6,16 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-namespace tp::dist {
+#include "dist/device_plan.h"
+#include "dist/phase.h"
 
-// What a rank is doing, published with its heartbeat so that a hang names the rank that stalled and
-// where (docs/reliability.md). The communicator itself reports waiting in a collective.
-enum class Phase { start, data, forward, backward, all_reduce, broadcast, checkpoint, validate };
-const char* phase_name(Phase phase);
+namespace tp::dist {
 
 // A collective in flight.
 class PendingCollective {
@@ -40,19 +40,46 @@ class Communicator {
   virtual void barrier() = 0;
   // Records this rank's optimizer step and phase for the heartbeat; a no-op without peers.
   virtual void set_progress(std::int64_t /*step*/, Phase /*phase*/) {}
+  // Ranks the heartbeat watchdog sees as stalled now (dist.stall_s); 0 without peers.
+  virtual int stalled_ranks() const { return 0; }
+  // For a LibTorch error caught outside a collective (with NCCL a collective's failure often first shows at a
+  // later synchronisation with the GPU): throws tp::Error (ExitCode::peer_lost, naming the lost ranks) when it
+  // is a communication failure; returns otherwise.
+  virtual void raise_if_communication_failure(const std::exception& /*error*/) {}
 };
+
+// Sends `root`'s bytes to every rank and returns them (the length, then the bytes): a checkpoint to ranks
+// that lack it, a document every rank must share. Other ranks' `bytes` are ignored.
+std::string broadcast_bytes(Communicator& communicator, std::string bytes, int root);
+
+// Collectives built on the Communicator's all-reduce, for what every rank must see alike. Each is one
+// collective call per rank (all_gather_strings: two), so every rank must call it at the same point.
+
+// Element-wise sums of `mine` over the ranks (every rank passes as many values).
+std::vector<std::int64_t> sum_over_ranks(Communicator& communicator, std::vector<std::int64_t> mine);
+std::vector<double> sum_over_ranks(Communicator& communicator, std::vector<double> mine);
+// Every rank's value, in rank order.
+std::vector<std::int64_t> all_gather_values(Communicator& communicator, std::int64_t mine);
+// The smallest value any rank passed.
+std::int64_t min_over_ranks(Communicator& communicator, std::int64_t mine);
+// Whether any rank passed true.
+bool any_rank(Communicator& communicator, bool mine);
+// Every rank's strings, rank 0's first, each rank's in its own order; ranks may pass different counts
+// (none too). Strings may hold any bytes.
+std::vector<std::string> all_gather_strings(Communicator& communicator, const std::vector<std::string>& mine);
 
 // World size 1: every collective is the identity.
 std::unique_ptr<Communicator> single_process();
 
 struct ProcessGroupOptions {
-  std::string backend = "gloo";  // gloo | nccl
+  Backend backend = Backend::gloo;
   int rank = 0;
   int world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::chrono::seconds timeout{600};  // rendezvous and each collective
-  int device_index = 0;               // nccl: the CUDA device of this rank
+  // This rank's GPU (the device plan's): made current before the group forms; nccl stages CPU tensors through it.
+  std::optional<int> cuda_device = std::nullopt;
   std::chrono::seconds heartbeat{5};  // how often each rank publishes its step and phase
   std::chrono::seconds stall{300};    // a rank whose step and phase have not changed for this long is reported
 };
@@ -60,7 +87,10 @@ struct ProcessGroupOptions {
 // Rendezvous through a c10d TCPStore at the master (rank 0 serves it), retried with backoff until
 // the timeout while the master's name does not resolve or its port does not listen, then a
 // c10d process group. Throws tp::Error (ExitCode::peer_lost) when the rendezvous times out.
-// A watchdog thread publishes this rank's progress and logs ranks that stall (docs/reliability.md).
+// A heartbeat thread publishes this rank's progress and logs ranks that stall (docs/reliability.md).
+// A watchdog thread ends the process (exit 202, naming the lost ranks) when a collective fails or has
+// not finished after the timeout, also when the training thread is blocked elsewhere (NCCL's collectives
+// do not block the host; a later synchronisation with the GPU does).
 std::unique_ptr<Communicator> connect(const ProcessGroupOptions& options);
 
 }  // namespace tp::dist

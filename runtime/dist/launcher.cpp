@@ -1,5 +1,6 @@
 #include "dist/launcher.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,16 +23,29 @@ void remember_signal(int signal_number) { received_signal = signal_number; }
 
 int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
-pid_t start_worker(const WorkerLaunch& launch, int local_rank) {
+// A started worker, and the reason it could not be started (empty when it was).
+struct Started {
+  pid_t pid = -1;
+  std::string exec_error;
+};
+
+// The child reports a failed exec through a pipe that a successful exec closes (O_CLOEXEC), so that
+// "cannot execute" is told apart from a program that ran and exited.
+Started start_worker(const WorkerLaunch& launch, int local_rank) {
   const bool self = launch.program.empty();
   std::vector<std::string> argv{self ? "trainpoint" : launch.program};
   argv.insert(argv.end(), launch.arguments.begin(), launch.arguments.end());
   auto environment = worker_environment(launch.topology, local_rank);
   for (const auto& [name, value] : launch.environment) environment[name] = value;
 
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) {
+    fail(ExitCode::internal, "cannot start worker {}: pipe failed: {}", local_rank, std::strerror(errno));
+  }
   const pid_t pid = ::fork();
   if (pid < 0) fail(ExitCode::internal, "cannot start worker {}: fork failed: {}", local_rank, std::strerror(errno));
   if (pid == 0) {
+    ::close(report[0]);
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGINT, SIG_DFL);
     restore_broken_pipe_default();  // a user's program (a shell pipeline) expects it
@@ -50,11 +64,20 @@ pid_t start_worker(const WorkerLaunch& launch, int local_rank) {
       std::_Exit(static_cast<int>(ExitCode::internal));
     }
     ::execvp(launch.program.c_str(), raw.data());
-    std::fprintf(stderr, "cannot start worker %d: cannot execute '%s': %s\n", local_rank, launch.program.c_str(),
-                 std::strerror(errno));
-    std::_Exit(static_cast<int>(ExitCode::spec));
+    const int cause = errno;
+    [[maybe_unused]] const auto written = ::write(report[1], &cause, sizeof cause);
+    std::_Exit(127);
   }
-  return pid;
+  ::close(report[1]);
+  int cause = 0;
+  ssize_t got = 0;
+  do {
+    got = ::read(report[0], &cause, sizeof cause);
+  } while (got < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (got != static_cast<ssize_t>(sizeof cause)) return {pid, ""};
+  ::waitpid(pid, nullptr, 0);
+  return {-1, fmt::format("cannot execute '{}': {}", launch.program, std::strerror(cause))};
 }
 
 }  // namespace
@@ -68,7 +91,7 @@ std::map<std::string, std::string> worker_environment(const Topology& topology, 
           {"MASTER_PORT", std::to_string(topology.master_port)}};
 }
 
-int run_workers(const WorkerLaunch& launch) {
+WorkersResult run_workers(const WorkerLaunch& launch) {
   struct sigaction action {};
   action.sa_handler = remember_signal;
   ::sigaction(SIGTERM, &action, nullptr);
@@ -76,13 +99,19 @@ int run_workers(const WorkerLaunch& launch) {
 
   std::map<pid_t, int> running;  // pid -> local rank
   for (int local_rank = 0; local_rank < launch.topology.nproc_per_node; ++local_rank) {
-    running[start_worker(launch, local_rank)] = local_rank;
+    const Started started = start_worker(launch, local_rank);
+    if (!started.exec_error.empty()) {
+      for (const auto& [pid, rank] : running) ::kill(pid, SIGKILL);
+      for (const auto& [pid, rank] : running) ::waitpid(pid, nullptr, 0);
+      fail(ExitCode::spec, "cannot start worker {}: {}", local_rank, started.exec_error);
+    }
+    running[started.pid] = local_rank;
   }
   spdlog::info("started {} workers (ranks {}-{} of {})", running.size(),
                launch.topology.node_rank * launch.topology.nproc_per_node,
                (launch.topology.node_rank + 1) * launch.topology.nproc_per_node - 1, launch.topology.world_size());
 
-  int result = 0;
+  WorkersResult result;
   bool stopping = false;
   std::chrono::steady_clock::time_point kill_at;
   auto stop_all = [&](int signal_number) {
@@ -95,8 +124,10 @@ int run_workers(const WorkerLaunch& launch) {
       const int local_rank = running[pid];
       running.erase(pid);
       const int code = exit_code_of(status);
-      if (code != 0 && result == 0) {
-        result = code;
+      if (code != 0 && result.code == 0) {
+        result.code = code;
+        result.local_rank = local_rank;
+        result.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
         spdlog::error("worker {} exited with code {}: stopping the other workers", local_rank, code);
       }
       if (code != 0 && !stopping) {
@@ -115,7 +146,7 @@ int run_workers(const WorkerLaunch& launch) {
     if (stopping && std::chrono::steady_clock::now() > kill_at) stop_all(SIGKILL);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  if (result == 0 && received_signal != 0) result = static_cast<int>(ExitCode::interrupted);
+  result.interrupted = received_signal != 0;
   return result;
 }
 

@@ -21,11 +21,22 @@ struct WorkerLaunch {
   int stop_grace_seconds = 30;  // after SIGTERM, how long workers get to save a checkpoint before SIGKILL
 };
 
-// Runs the workers until all exit. A program that cannot be started exits 3 (ExitCode::spec: the
-// spec's job.command names it). SIGTERM and SIGINT are forwarded to them. When one fails, the
-// others are stopped, and its exit code is returned (so the pod exits in the failed worker's
-// class); 0 when all succeed.
-int run_workers(const WorkerLaunch& launch);
+// How the workers ended.
+struct WorkersResult {
+  int code = 0;              // 0: all succeeded; else the first failed worker's exit code, 128 + signal if one ended it
+  int local_rank = -1;       // the first failed worker
+  int signal = 0;            // the signal that ended it; 0 when it exited
+  bool interrupted = false;  // SIGTERM or SIGINT reached the launcher and was forwarded
+
+  // The launcher's own exit code when the workers are trainpoint (their codes are its documented
+  // classes): the failed worker's, or 143 (interrupted) when all stopped cleanly after a signal.
+  int exit_code() const { return code == 0 && interrupted ? 143 : code; }
+};
+
+// Runs the workers until all exit. SIGTERM and SIGINT are forwarded to them. When one fails, the
+// others are stopped. A program that cannot be started is a tp::Error of class spec (the spec's
+// job.command names it), thrown once the workers already started have been stopped.
+WorkersResult run_workers(const WorkerLaunch& launch);
 
 // The environment variables a worker gets: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT, as torchrun sets them.

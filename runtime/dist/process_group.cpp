@@ -1,6 +1,10 @@
 // Communicator over a c10d process group (Gloo on CPU, NCCL on CUDA), with heartbeats in the
-// rendezvous store so that a failed collective can name the ranks that were lost.
+// rendezvous store so that a failed collective can name the ranks that were lost, and a watchdog that
+// holds every collective to dist.timeout_s (with NCCL the host does not wait for collectives).
 #include <torch/torch.h>
+#ifdef TRAINPOINT_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -18,12 +22,19 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "dist/c10d_compat.h"
+#include "dist/collective_watch.h"
 #include "dist/communicator.h"
 
 namespace tp::dist {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The backends' own deadline for a collective is this much later than dist.timeout_s, so that the
+// watchdog's error, which names the lost ranks, comes first.
+constexpr std::chrono::seconds kBackendGrace{30};
+// How often the watchdog polls the collectives in flight.
+constexpr std::chrono::milliseconds kWatchInterval{250};
 
 c10::intrusive_ptr<c10d::TCPStore> connect_store(const ProcessGroupOptions& options, bool server,
                                                  std::chrono::milliseconds timeout) {
@@ -33,7 +44,7 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const ProcessGroupOptions& opti
   store_options.numWorkers = options.world_size;
   store_options.waitWorkers = false;
   store_options.timeout = timeout;
-  return c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+  return compat::make_tcp_store(options.master_addr, store_options);
 }
 
 // Workers often start before the master's name resolves or its port listens: retry with backoff.
@@ -45,6 +56,11 @@ c10::intrusive_ptr<c10d::TCPStore> rendezvous(const ProcessGroupOptions& options
       return connect_store(options, options.rank == 0, options.timeout);
     } catch (const std::exception& error) {
       const std::string cause = error.what();
+      if (!compat::is_network_failure(error)) {
+        // Retrying, here or by restarting the pod, would fail the same way.
+        fail(ExitCode::internal, "rank {}: cannot create the rendezvous store for {}:{}, and not for a network "
+             "reason: {}", options.rank, options.master_addr, options.master_port, cause.substr(0, cause.find('\n')));
+      }
       if (options.rank == 0) {
         fail(ExitCode::peer_lost, "rank 0: cannot serve the rendezvous store on {}:{}: {}", options.master_addr,
              options.master_port, cause.substr(0, cause.find('\n')));
@@ -72,8 +88,9 @@ c10::intrusive_ptr<c10d::TCPStore> rendezvous(const ProcessGroupOptions& options
 // timeout so that a dead or stopped master cannot block them for long.
 class Heartbeat {
  public:
-  explicit Heartbeat(const ProcessGroupOptions& options)
+  Heartbeat(const ProcessGroupOptions& options, CollectiveWatch& watch)
       : options_(options),
+        watch_(watch),
         store_(connect_store(options, false, kStoreTimeout)),
         watching_since_(Clock::now()),
         phase_since_(watching_since_),
@@ -107,6 +124,9 @@ class Heartbeat {
     collective_.reset();
     phase_since_ = Clock::now();
   }
+
+  // Ranks seen as stalled at the last heartbeat (for /metrics).
+  int stalled_ranks() const { return stalled_count_; }
 
   // The ranks to blame for a failed collective: those whose heartbeat has stopped, and those that
   // stalled. Unless a heartbeat is already overdue, waits up to three beats for one to be, so that a
@@ -204,15 +224,23 @@ class Heartbeat {
     return text;
   }
 
-  std::string own_record(std::int64_t beat) {
+  // `held` is the oldest collective in flight: with NCCL this rank's GPU may be held in it while its host
+  // has gone on (and blocks at its next synchronisation), and then that collective is its phase.
+  std::string own_record(std::int64_t beat, const std::optional<CollectiveWatch::Running>& held) {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto now = Clock::now();
-    const auto in_phase = std::chrono::duration_cast<std::chrono::milliseconds>(now - phase_since_);
+    Phase phase = collective_.value_or(phase_);
+    auto since = phase_since_;
+    if (!collective_ && held && now - held->since > options_.heartbeat) {
+      phase = held->what;
+      since = held->since;
+    }
+    const auto in_phase = std::chrono::duration_cast<std::chrono::milliseconds>(now - since);
     Seen& self = ranks_[static_cast<std::size_t>(options_.rank)];
     self.published = true;
     self.beat = beat;
     self.step = step_;
-    self.phase = phase_name(collective_.value_or(phase_));
+    self.phase = phase_name(phase);
     self.in_phase = in_phase;
     self.changed = now;
     return fmt::format("{} {} {} {}", beat, self.step, self.phase, in_phase.count());
@@ -250,6 +278,7 @@ class Heartbeat {
   // Logs each rank that became stalled, and each that advanced again.
   void report(Clock::time_point now) {
     const std::vector<int> blamed = culprits(now);
+    stalled_count_ = static_cast<int>(blamed.size());
     for (int r = 0; r < options_.world_size; ++r) {
       Seen& seen = ranks_[static_cast<std::size_t>(r)];
       const bool stalled = std::find(blamed.begin(), blamed.end(), r) != blamed.end();
@@ -285,7 +314,7 @@ class Heartbeat {
       forgive_own_pause(Clock::now(), previous_round);
       previous_round = Clock::now();
       lock.unlock();
-      const std::string record = own_record(beat);
+      const std::string record = own_record(beat, watch_.inspect(Clock::now()).oldest);
       std::vector<std::pair<int, std::string>> records;
       std::optional<std::string> error;
       try {
@@ -315,6 +344,7 @@ class Heartbeat {
   }
 
   ProcessGroupOptions options_;
+  CollectiveWatch& watch_;
   c10::intrusive_ptr<c10d::TCPStore> store_;  // used by the heartbeat thread only
   std::mutex mutex_;  // guards everything below
   Clock::time_point watching_since_;  // start, or the end of a pause of this process
@@ -327,6 +357,7 @@ class Heartbeat {
   Clock::time_point phase_since_;
   std::vector<Seen> ranks_;
   std::int64_t rounds_ = 0;
+  std::atomic<int> stalled_count_{0};  // read by the training thread without the mutex
   bool store_error_ = false;
   Clock::time_point store_failed_at_;
   std::thread thread_;
@@ -368,19 +399,25 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const ProcessGroupOptions
 
 c10::intrusive_ptr<compat::BackendBase> make_backend(const ProcessGroupOptions& options,
                                                      const c10::intrusive_ptr<c10d::Store>& store) {
-  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout);
-  if (options.backend == "nccl") {
+  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout + kBackendGrace);
+  switch (options.backend) {
+    case Backend::nccl: {
 #ifdef TRAINPOINT_WITH_CUDA
-    auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
-    nccl_options->timeout = timeout;
-    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, options.rank, options.world_size, nccl_options);
+      compat::leave_nccl_failures_to_the_caller();
+      auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+      nccl_options->timeout = timeout;
+      return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, options.rank, options.world_size, nccl_options);
 #else
-    fail(ExitCode::usage, "dist.backend = \"nccl\" needs a CUDA build of trainpoint; this one has only gloo");
+      fail(ExitCode::usage, "dist.backend = \"nccl\" needs a CUDA build of trainpoint; this one has only gloo");
 #endif
+    }
+    case Backend::gloo: {
+      auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
+      gloo_options->devices.push_back(gloo_device(options));
+      return c10::make_intrusive<c10d::ProcessGroupGloo>(store, options.rank, options.world_size, gloo_options);
+    }
   }
-  auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
-  gloo_options->devices.push_back(gloo_device(options));
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, options.rank, options.world_size, gloo_options);
+  fail(ExitCode::internal, "unhandled backend {}", static_cast<int>(options.backend));
 }
 
 class ProcessGroupCommunicator;
@@ -399,20 +436,33 @@ class PendingWork final : public PendingCollective {
 
 class ProcessGroupCommunicator final : public Communicator {
  public:
-  explicit ProcessGroupCommunicator(const ProcessGroupOptions& options) : options_(options) {
+  explicit ProcessGroupCommunicator(const ProcessGroupOptions& options) : options_(options), watch_(options.timeout) {
+    if (options.cuda_device) {
+#ifdef TRAINPOINT_WITH_CUDA
+      // NCCL and the caching allocator work on the current device: this rank's, before the group exists.
+      c10::cuda::set_device(static_cast<c10::DeviceIndex>(*options.cuda_device));
+#endif
+    }
     store_ = rendezvous(options);
-    heartbeat_ = std::make_unique<Heartbeat>(options);
+    heartbeat_ = std::make_unique<Heartbeat>(options, watch_);
     try {
       backend_ = make_backend(options, store_);
     } catch (const c10::Error& error) {
       fail(ExitCode::peer_lost, "rank {}: forming the {} process group of {} ranks failed: {}", options.rank,
-           options.backend, options.world_size, error.what_without_backtrace());
+           name(options.backend), options.world_size, error.what_without_backtrace());
     } catch (const std::exception& error) {  // Gloo's own exceptions, such as a refused connection
       fail(ExitCode::peer_lost, "rank {}: forming the {} process group of {} ranks failed: {}", options.rank,
-           options.backend, options.world_size, error.what());
+           name(options.backend), options.world_size, error.what());
     }
+    watchdog_ = std::thread([this] { watch_collectives(); });
   }
   ~ProcessGroupCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(watchdog_mutex_);
+      stopping_ = true;
+    }
+    watchdog_wake_.notify_all();
+    watchdog_.join();
     backend_.reset();
     heartbeat_.reset();
   }
@@ -449,37 +499,86 @@ class ProcessGroupCommunicator final : public Communicator {
   }
 
   void set_progress(std::int64_t step, Phase phase) override { heartbeat_->set_progress(step, phase); }
+  int stalled_ranks() const override { return heartbeat_->stalled_ranks(); }
+
+  void raise_if_communication_failure(const std::exception& error) override {
+    if (!compat::is_communication_failure(error)) return;
+    // Which collective is not known here: the error surfaced at a later synchronisation.
+    const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
+    throw collective_error("a collective", torch_error ? torch_error->what_without_backtrace() : error.what());
+  }
 
   // NCCL reduces only CUDA tensors: the trainer's small CPU tensors (counts, flags, totals) travel through
   // this rank's GPU and back, so training code need not know the backend.
   at::Tensor to_backend_device(const at::Tensor& tensor) const {
-    if (options_.backend != "nccl" || tensor.is_cuda()) return tensor;
-    return tensor.to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(options_.device_index)));
+    if (options_.backend != Backend::nccl || tensor.is_cuda()) return tensor;
+    return tensor.to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(options_.cuda_device.value_or(0))));
   }
 
   Heartbeat& heartbeat() { return *heartbeat_; }
 
   // The error for a failed collective, naming the lost ranks.
   [[noreturn]] void collective_failed(Phase what, const std::string& cause) {
-    const std::string first_line = cause.substr(0, cause.find('\n'));
-    fail(ExitCode::peer_lost, "rank {}: {} failed: {}; cause: {}", options_.rank, phase_name(what),
-         heartbeat_->describe_lost_ranks(), first_line);
+    throw collective_error(phase_name(what), cause);
   }
 
  private:
+  // `what`: the collective, such as "all-reduce".
+  Error collective_error(const std::string& what, const std::string& cause) {
+    return Error(ExitCode::peer_lost, fmt::format("rank {}: {} failed: {}; cause: {}", options_.rank, what,
+                                                  heartbeat_->describe_lost_ranks(), cause.substr(0, cause.find('\n'))));
+  }
+
   template <typename Launch>
   std::unique_ptr<PendingCollective> start(Launch launch, Phase what) {
+    c10::intrusive_ptr<c10d::Work> work;
     try {
-      return std::make_unique<PendingWork>(*this, launch(), what);
+      work = launch();
     } catch (const c10::Error& error) {
       collective_failed(what, error.what_without_backtrace());
+    }
+    watch_.add(what, Clock::now(), [work] {
+      CollectiveWatch::Status status;
+      status.finished = work->isCompleted();
+      if (status.finished && work->exception()) status.error = describe(work->exception());
+      return status;
+    });
+    return std::make_unique<PendingWork>(*this, work, what);
+  }
+
+  static std::string describe(const std::exception_ptr& failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const c10::Error& error) {
+      return error.what_without_backtrace();
+    } catch (const std::exception& error) {
+      return error.what();
+    }
+  }
+
+  // A collective that failed or outlasted dist.timeout_s ends the process with the error naming the lost ranks
+  // (exit 202), even while the training thread is blocked: with NCCL it blocks at its next synchronisation
+  // with the GPU, not in the collective's wait.
+  void watch_collectives() {
+    std::unique_lock<std::mutex> lock(watchdog_mutex_);
+    while (!watchdog_wake_.wait_for(lock, kWatchInterval, [this] { return stopping_; })) {
+      lock.unlock();
+      if (const auto failure = watch_.inspect(Clock::now()).failure) {
+        log::exit_now(collective_error(phase_name(failure->what), failure->cause));
+      }
+      lock.lock();
     }
   }
 
   ProcessGroupOptions options_;
+  CollectiveWatch watch_;
   c10::intrusive_ptr<c10d::TCPStore> store_;
   std::unique_ptr<Heartbeat> heartbeat_;
   c10::intrusive_ptr<compat::BackendBase> backend_;
+  std::thread watchdog_;
+  std::mutex watchdog_mutex_;
+  std::condition_variable watchdog_wake_;
+  bool stopping_ = false;
 };
 
 void PendingWork::wait() {
@@ -490,7 +589,7 @@ void PendingWork::wait() {
     ~Waiting() { heartbeat.leave_collective(); }
   } waiting(owner_.heartbeat(), what_);
   try {
-    work_->wait();
+    work_->wait();  // NCCL: only the current CUDA stream waits; the watchdog holds the collective to its deadline
   } catch (const c10::Error& error) {
     owner_.collective_failed(what_, error.what_without_backtrace());
   } catch (const std::exception& error) {

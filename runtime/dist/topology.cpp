@@ -86,6 +86,7 @@ Topology read_topology(const EnvironmentLookup& environment, int spec_nproc_per_
     topology.rank = rank;
     topology.local_rank = local_rank;
     topology.nproc_per_node = *local_world;
+    topology.nproc_from = fmt::format("LOCAL_WORLD_SIZE={}", *local_world);
     topology.nnodes = *world / *local_world;
     topology.node_rank = *rank / *local_world;
     read_master(env, topology);
@@ -96,12 +97,15 @@ Topology read_topology(const EnvironmentLookup& environment, int spec_nproc_per_
   // Kubeflow Trainer v2 (PET_* only), or a plain single-node run.
   const auto pet_nproc = env.integer("PET_NPROC_PER_NODE", 1, /*allow_auto=*/true);
   int nproc = spec_nproc_per_node > 0 ? spec_nproc_per_node : (devices > 0 ? devices : 1);
+  topology.nproc_from = spec_nproc_per_node > 0 ? fmt::format("dist.nproc_per_node = {}", spec_nproc_per_node)
+                                                : "dist.nproc_per_node = \"auto\"";
   if (pet_nproc) {
     if (spec_nproc_per_node > 0 && spec_nproc_per_node != *pet_nproc) {
       fail(ExitCode::usage, "dist.nproc_per_node = {} in the spec disagrees with PET_NPROC_PER_NODE={}",
            spec_nproc_per_node, *pet_nproc);
     }
     nproc = *pet_nproc;
+    topology.nproc_from = fmt::format("PET_NPROC_PER_NODE={}", *pet_nproc);
   }
   const auto pod_rank = env.integer("RANK", 0);
   const auto pet_node_rank = env.integer("PET_NODE_RANK", 0);

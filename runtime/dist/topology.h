@@ -16,6 +16,7 @@ struct Topology {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string convention;  // which launcher's variables were read, for the log
+  std::string nproc_from;  // what set nproc_per_node, for messages: "LOCAL_WORLD_SIZE=4", "dist.nproc_per_node = 2"
   // Set only when this process is itself one worker (torchrun started it, or trainpoint's own
   // launcher did): its global and local rank. Otherwise this process is a node that launches
   // nproc_per_node workers.

@@ -3,6 +3,10 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <spdlog/spdlog.h>
+// libgit2 1.8 moved git_error_set_str to the system headers (Ubuntu 24.04 has 1.7, Debian 13 1.9).
+#if LIBGIT2_VER_MAJOR > 1 || (LIBGIT2_VER_MAJOR == 1 && LIBGIT2_VER_MINOR >= 8)
+#include <git2/sys/errors.h>
+#endif
 
 #include <algorithm>
 #include <cstdlib>

@@ -5,16 +5,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <memory>
 #include <vector>
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/url.h"
 #include "git/auth.h"
 #include "git/lfs.h"
 #include "git/libgit2.h"
 #include "git/mirror.h"
+#include "git/parallel_checkout.h"
 #include "git/remote_url.h"
 
 namespace tp::git {
@@ -160,14 +164,20 @@ void populate(Job& job, const RemoteUrl& remote, const std::string& sha, const f
     write_failed(fmt::format("cannot prepare the checkout of {}", remote.url), libgit2_error());
   }
   std::unique_ptr<git_object, void (*)(git_object*)> owned_commit(commit, git_object_free);
-  git_checkout_options checkout_options = GIT_CHECKOUT_OPTIONS_INIT;
-  checkout_options.checkout_strategy = GIT_CHECKOUT_FORCE;
-  if (git_checkout_tree(repo.get(), commit, &checkout_options) != 0 ||
-      git_repository_set_head_detached(repo.get(), &oid) != 0) {
+  // Without attributes no file can be an LFS pointer to replace (filter=lfs is an attribute).
+  const bool without_attributes = checkout_in_parallel(repo.get(), reinterpret_cast<git_commit*>(commit));
+  if (!without_attributes) {
+    git_checkout_options checkout_options = GIT_CHECKOUT_OPTIONS_INIT;
+    checkout_options.checkout_strategy = GIT_CHECKOUT_FORCE;
+    if (git_checkout_tree(repo.get(), commit, &checkout_options) != 0) {
+      write_failed(fmt::format("cannot check out {} of {}", sha, remote.url), libgit2_error());
+    }
+  }
+  if (git_repository_set_head_detached(repo.get(), &oid) != 0) {
     write_failed(fmt::format("cannot check out {} of {}", sha, remote.url), libgit2_error());
   }
   if (job.request.submodules) update_submodules(job, repo.get(), remote.url, destination, depth);
-  if (job.request.lfs) {
+  if (job.request.lfs && !without_attributes) {
     RemoteAccess access(job.request, job.main_remote, remote);
     fetch_lfs_objects(repo.get(), remote, access, job.request, job.ca_file);
   }

@@ -1,10 +1,11 @@
 #include "git/lfs.h"
 
-#include <curl/curl.h>
 #include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -14,7 +15,8 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "git/libgit2.h"
-#include "git/retry.h"
+#include "http/retry.h"
+#include "http/transfer.h"
 
 namespace tp::git {
 namespace {
@@ -63,14 +65,16 @@ std::vector<PointerFile> find_pointer_files(git_repository* repo) {
         const int status = git_odb_read_header(&size, &type, odb, git_tree_entry_id(entry));
         git_odb_free(odb);
         if (status != 0 || size > max_pointer_size) return 0;
-        const std::string path = std::string(root) + git_tree_entry_name(entry);
-        if (!tracked_by_lfs(state.repo, path)) return 0;
         git_blob* blob = nullptr;
         if (git_blob_lookup(&blob, state.repo, git_tree_entry_id(entry)) != 0) return 0;
         const std::string_view text(static_cast<const char*>(git_blob_rawcontent(blob)),
                                     git_blob_rawsize(blob));
-        if (auto pointer = parse_lfs_pointer(text)) state.files.push_back({path, mode, *pointer});
+        std::optional<LfsPointer> pointer = parse_lfs_pointer(text);
         git_blob_free(blob);
+        // The attribute lookup last: libgit2 resolves the file's path with realpath() for it, which costs
+        // more than reading a small blob (docs/benchmarks.md, "Where the git checkout's time goes").
+        const std::string path = std::string(root) + git_tree_entry_name(entry);
+        if (pointer && tracked_by_lfs(state.repo, path)) state.files.push_back({path, mode, *pointer});
         return 0;
       },
       &state);
@@ -133,10 +137,16 @@ void place(const fs::path& from, const fs::path& to, bool allow_link) {
 class Downloader {
  public:
   Downloader(std::string endpoint, const RemoteAccess& access, const fs::path& ca_file, fs::path objects_dir)
-      : endpoint_(std::move(endpoint)), ca_file_(ca_file), objects_dir_(std::move(objects_dir)) {
-    static const bool initialized = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-    if (!initialized || curl_ == nullptr) fail(ExitCode::internal, "cannot initialize libcurl");
-    have_credentials_ = access.credentials_for(parse_remote_url(endpoint_).host, &user_, &password_);
+      : endpoint_(std::move(endpoint)), objects_dir_(std::move(objects_dir)), handle_([&] {
+          http::Settings settings;
+          settings.ca_bundle = ca_file.string();
+          return settings;
+        }()) {
+    std::string user;
+    std::string password;
+    if (access.credentials_for(parse_remote_url(endpoint_).host, &user, &password)) {
+      credentials_.emplace(std::move(user), std::move(password));
+    }
   }
 
   // Downloads `pointers` into the objects directory, verified.
@@ -144,15 +154,20 @@ class Downloader {
     json request = {{"operation", "download"}, {"transfers", {"basic"}}, {"objects", json::array()}};
     for (const auto& pointer : pointers)
       request["objects"].push_back({{"oid", pointer.oid}, {"size", pointer.size}});
-    std::string body;
-    const long status =
-        perform(endpoint_ + "/objects/batch",
-                {std::string("Accept: ") + lfs_media_type, std::string("Content-Type: ") + lfs_media_type},
-                request.dump(), &body, nullptr, true);
-    check_status(status, endpoint_ + "/objects/batch", body);
+    http::Request batch;
+    batch.method = "POST";
+    batch.url = endpoint_ + "/objects/batch";
+    batch.headers = {{"Accept", lfs_media_type}, {"Content-Type", lfs_media_type}};
+    const std::string text = request.dump();
+    batch.body = http::text_body(text);
+    batch.body_size = text.size();
+    batch.basic_auth = credentials_;
+    batch.follow_redirects = true;
+    const http::Response answer = perform(batch);
+    check_status(answer, batch.url);
     json response;
     try {
-      response = json::parse(body);
+      response = json::parse(answer.body);
     } catch (const json::exception& error) {
       fail(ExitCode::source, "the LFS server {} answered with invalid JSON: {}", endpoint_, error.what());
     }
@@ -169,41 +184,43 @@ class Downloader {
              object["error"].value("code", 0), object["error"].value("message", ""));
       }
       const json& action = object["actions"]["download"];
-      std::vector<std::string> headers;
+      http::Headers headers;
       if (action.contains("header")) {
         for (const auto& [name, value] : action["header"].items())
-          headers.push_back(name + ": " + value.get<std::string>());
+          headers.emplace_back(name, value.get<std::string>());
       }
       fetch_object(*pointer, action.at("href").get<std::string>(), headers);
     }
   }
 
-  ~Downloader() { curl_easy_cleanup(curl_); }
-
  private:
-  void fetch_object(const LfsPointer& pointer, const std::string& href,
-                    const std::vector<std::string>& headers) {
+  void fetch_object(const LfsPointer& pointer, const std::string& href, const http::Headers& headers) {
     const fs::path target = object_path(objects_dir_, pointer.oid);
     if (fs::exists(target)) return;  // fetched by an earlier attempt
     fs::create_directories(target.parent_path());
     const fs::path temporary = temporary_sibling(target);
-    std::string error_body;
-    long status = 0;
-    {
-      std::unique_ptr<FILE, int (*)(FILE*)> out(std::fopen(temporary.c_str(), "wb"), std::fclose);
-      if (!out) fail(ExitCode::output, "cannot write {}", temporary.string());
-      // Credentials go with the href only when it is on the LFS server's own host.
-      const bool same_host = parse_remote_url(href).host == parse_remote_url(endpoint_).host;
-      status = perform(href, headers, "", &error_body, out.get(), same_host && headers.empty());
-      if (std::fflush(out.get()) != 0) {
-        fs::remove(temporary);
-        fail(errno == ENOSPC ? ExitCode::storage : ExitCode::output, "cannot write {}: disk full?",
-             temporary.string());
-      }
-    }
-    if (status < 200 || status >= 300) fs::remove(temporary);
-    check_status(status, parse_remote_url(href).url, error_body);
     try {
+      {
+        std::unique_ptr<FILE, int (*)(FILE*)> out(std::fopen(temporary.c_str(), "wb"), std::fclose);
+        if (!out) fail(ExitCode::output, "cannot write {}", temporary.string());
+        http::Request get;
+        get.url = href;
+        get.headers = headers;
+        get.follow_redirects = true;
+        // Credentials go with the href only when it is on the LFS server's own host.
+        const bool same_host = parse_remote_url(href).host == parse_remote_url(endpoint_).host;
+        if (same_host && headers.empty()) get.basic_auth = credentials_;
+        get.sink = [&](const http::Response&, const char* data, std::size_t size) {
+          if (std::fwrite(data, 1, size, out.get()) == size) return true;
+          write_error_ = errno;
+          return false;
+        };
+        check_status(perform(get), parse_remote_url(href).url);
+        if (std::fflush(out.get()) != 0) {
+          fail(errno == ENOSPC ? ExitCode::storage : ExitCode::output, "cannot write {}: disk full?",
+               temporary.string());
+        }
+      }
       verify(temporary, pointer, endpoint_);
     } catch (...) {
       fs::remove(temporary);
@@ -212,76 +229,48 @@ class Downloader {
     commit_file(temporary, target);
   }
 
-  // Performs one request; the response goes to `sink` if given, else to `body`. Returns the HTTP status.
-  long perform(const std::string& url, const std::vector<std::string>& headers, const std::string& post,
-               std::string* body, FILE* sink, bool send_credentials) {
-    curl_easy_reset(curl_);
-    std::unique_ptr<curl_slist, void (*)(curl_slist*)> list(nullptr, curl_slist_free_all);
-    for (const auto& header : headers) list.reset(curl_slist_append(list.release(), header.c_str()));
-    curl_easy_setopt(curl_, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, list.get());
-    curl_easy_setopt(curl_, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl_, CURLOPT_CONNECTTIMEOUT, 30L);
-    // A stalled transfer (under 1 KiB/s for a minute) fails and is retried.
-    curl_easy_setopt(curl_, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-    curl_easy_setopt(curl_, CURLOPT_LOW_SPEED_TIME, 60L);
-    if (!ca_file_.empty()) curl_easy_setopt(curl_, CURLOPT_CAINFO, ca_file_.c_str());
-    if (send_credentials && have_credentials_) {
-      curl_easy_setopt(curl_, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
-      curl_easy_setopt(curl_, CURLOPT_USERNAME, user_.c_str());
-      curl_easy_setopt(curl_, CURLOPT_PASSWORD, password_.c_str());
+  // Performs one request; transport failures throw: network for a transient one, to be retried.
+  http::Response perform(const http::Request& request) {
+    write_error_ = 0;
+    const http::Response response = handle_.perform(request);
+    const std::string where = parse_remote_url(request.url).url;
+    switch (response.transport) {
+      case http::Transport::ok:
+        return response;
+      case http::Transport::untrusted:
+        fail(ExitCode::source, "TLS certificate not trusted for LFS server {}: {}", where,
+             response.transport_error);
+      case http::Transport::bad_url:
+        fail(ExitCode::source, "invalid LFS URL {}: {}", where, response.transport_error);
+      case http::Transport::sink_refused:
+        fail(ExitCode::storage, "cannot store LFS object from {}: {}", where, std::strerror(write_error_));
+      case http::Transport::transient:
+      case http::Transport::cancelled:
+      case http::Transport::source_failed:
+        break;
     }
-    if (!post.empty()) {
-      curl_easy_setopt(curl_, CURLOPT_POSTFIELDS, post.c_str());
-      curl_easy_setopt(curl_, CURLOPT_POSTFIELDSIZE, static_cast<long>(post.size()));
-    }
-    if (sink != nullptr) {
-      curl_easy_setopt(curl_, CURLOPT_WRITEDATA, sink);
-      curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, nullptr);
-    } else {
-      curl_easy_setopt(curl_, CURLOPT_WRITEDATA, body);
-      curl_easy_setopt(
-          curl_, CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t count, void* target) {
-            static_cast<std::string*>(target)->append(data, size * count);
-            return size * count;
-          });
-    }
-    const CURLcode code = curl_easy_perform(curl_);
-    const std::string where = parse_remote_url(url).url;
-    if (code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE) {
-      fail(ExitCode::source, "TLS certificate not trusted for LFS server {}: {}", where,
-           curl_easy_strerror(code));
-    }
-    if (code == CURLE_WRITE_ERROR)
-      fail(ExitCode::storage, "cannot store LFS object from {}: disk full?", where);
-    if (code != CURLE_OK)
-      fail(ExitCode::network, "LFS request to {} failed: {}", where, curl_easy_strerror(code));
-    long status = 0;
-    curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &status);
-    return status;
+    fail(ExitCode::network, "LFS request to {} failed: {}", where, response.transport_error);
   }
 
-  void check_status(long status, const std::string& url, const std::string& body) const {
+  void check_status(const http::Response& response, const std::string& url) const {
+    const long status = response.status;
     if (status >= 200 && status < 300) return;
-    const std::string excerpt = body.substr(0, 200);
+    const std::string excerpt = response.body.substr(0, 200);
     if (status == 401 || status == 403) {
       fail(ExitCode::source, "authentication failed for LFS server {} (HTTP {}){}", url, status,
-           have_credentials_ ? "" : ": no credentials were given");
+           credentials_ ? "" : ": no credentials were given");
     }
     if (status == 404) fail(ExitCode::source, "LFS not found at {} (HTTP 404): {}", url, excerpt);
-    if (status == 429 || status >= 500)
+    if (http::transient_status(status))
       fail(ExitCode::network, "LFS server {} answered HTTP {}", url, status);
     fail(ExitCode::source, "LFS server {} answered HTTP {}: {}", url, status, excerpt);
   }
 
   std::string endpoint_;
-  fs::path ca_file_;
   fs::path objects_dir_;
-  CURL* curl_ = curl_easy_init();
-  bool have_credentials_ = false;
-  std::string user_;
-  std::string password_;
+  http::Handle handle_;
+  std::optional<std::pair<std::string, std::string>> credentials_;  // user, password for the LFS host
+  int write_error_ = 0;  // errno of a failed write of the object being fetched
 };
 
 // The repository directory of a local remote (where git-lfs keeps lfs/objects).
@@ -388,8 +377,8 @@ void fetch_lfs_objects(git_repository* repo, const RemoteUrl& remote, const Remo
     for (auto it = missing.begin(); it != missing.end();) {
       batch.clear();
       for (; it != missing.end() && batch.size() < batch_size; ++it) batch.push_back(it->second);
-      retry_transient("fetching LFS objects from " + parse_remote_url(endpoint).url, request.network_timeout,
-                      [&] { downloader.download(batch); });
+      http::retry_network_errors(http::RetryPolicy::within(request.network_timeout),
+                                 [&] { downloader.download(batch); });
     }
     for (const auto& [oid, pointer] : missing) {
       if (!fs::exists(object_path(objects_dir, oid))) {

@@ -1,10 +1,8 @@
 #include "git/mirror.h"
 
-#include <fcntl.h>
 #include <openssl/evp.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,7 +13,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "git/libgit2.h"
-#include "git/retry.h"
+#include "http/retry.h"
 
 namespace tp::git {
 namespace {
@@ -121,7 +119,7 @@ std::vector<AdvertisedRef> list_remote_refs(const RemoteUrl& remote, RemoteAcces
   }
   std::unique_ptr<git_remote, void (*)(git_remote*)> owned(raw, git_remote_free);
   std::vector<AdvertisedRef> refs;
-  retry_transient("listing the refs of " + remote.url, timeout, [&] {
+  http::retry_network_errors(http::RetryPolicy::within(timeout), [&] {
     access.reset_attempt();
     git_remote_callbacks callbacks = GIT_REMOTE_CALLBACKS_INIT;
     access.install(callbacks);
@@ -142,25 +140,6 @@ std::vector<AdvertisedRef> list_remote_refs(const RemoteUrl& remote, RemoteAcces
   return refs;
 }
 
-FileLock::FileLock(const fs::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
-  if (fd_ < 0) fail(ExitCode::storage, "cannot open lock file {}: {}", path.string(), std::strerror(errno));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
-  spdlog::info("waiting for {}: another process is updating this git cache entry", path.string());
-  while (::flock(fd_, LOCK_EX) != 0) {
-    if (errno != EINTR) fail(ExitCode::storage, "cannot lock {}: {}", path.string(), std::strerror(errno));
-  }
-}
-
-FileLock::~FileLock() {
-  ::close(fd_);
-}
-
-void FileLock::share() {
-  while (::flock(fd_, LOCK_SH) != 0) {
-    if (errno != EINTR) fail(ExitCode::storage, "cannot share git cache lock: {}", std::strerror(errno));
-  }
-}
-
 Mirror::Mirror(const fs::path& cache_dir, const fs::path& temporary_path, const RemoteUrl& remote)
     : remote_(remote), temporary_(cache_dir.empty()) {
   if (temporary_) {
@@ -173,7 +152,7 @@ Mirror::Mirror(const fs::path& cache_dir, const fs::path& temporary_path, const 
     if (created)
       fail(ExitCode::storage, "cannot create git cache {}: {}", mirrors.string(), created.message());
     path_ = mirrors / mirror_name(remote);
-    lock_ = std::make_unique<FileLock>(path_.string() + ".lock");
+    lock_ = std::make_unique<FileLock>(path_.string() + ".lock", "updating this git cache entry");
     if (fs::exists(path_) && git_repository_open_bare(&repo_, path_.c_str()) == 0) return;
     if (fs::exists(path_)) {
       spdlog::warn("git cache entry {} is unreadable ({}); recreating it", path_.string(), libgit2_error());
@@ -215,7 +194,7 @@ void Mirror::update_for(const std::string& ref, RemoteAccess& access, std::chron
   std::vector<std::string> refspecs = {"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"};
   const bool branch_or_tag = ref.rfind("refs/heads/", 0) == 0 || ref.rfind("refs/tags/", 0) == 0;
   if (ref.rfind("refs/", 0) == 0 && !branch_or_tag) refspecs.push_back("+" + ref + ":" + ref);
-  retry_transient("fetching " + remote_.url, timeout, [&] { fetch(refspecs, access); });
+  http::retry_network_errors(http::RetryPolicy::within(timeout), [&] { fetch(refspecs, access); });
   if (full_sha && !has_commit(ref)) {
     // A commit on no branch or tag (a pull request's head, a force-pushed one): ask for it by
     // SHA, which servers that allow unadvertised wants (GitHub, GitLab) serve.

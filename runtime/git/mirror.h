@@ -10,24 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "common/file_lock.h"
 #include "git/auth.h"
 #include "git/remote_url.h"
 
 namespace tp::git {
-
-// An flock(2) lock on a file, held until destruction (the kernel also drops it if the process dies).
-class FileLock {
- public:
-  explicit FileLock(const std::filesystem::path& path);  // waits for an exclusive lock
-  ~FileLock();
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-  // Converts to a shared lock: readers may proceed together, a writer waits for all of them.
-  void share();
-
- private:
-  int fd_;
-};
 
 // One ref a remote advertises (what `git ls-remote` prints).
 struct AdvertisedRef {

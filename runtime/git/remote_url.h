@@ -25,7 +25,4 @@ RemoteUrl parse_remote_url(const std::string& url);
 // other URLs are returned unchanged.
 std::string resolve_submodule_url(const std::string& superproject_url, const std::string& url);
 
-// The URL with any password replaced by "***", for logs and messages.
-std::string redacted_url(const std::string& url);
-
 }  // namespace tp::git

@@ -14,6 +14,8 @@ constexpr const char* kPyTorchContainer = "pytorch";
 // Trainer v2's torch-distributed runtime names its trainer job and container "node".
 constexpr const char* kTrainJobNode = "node";
 constexpr const char* kTrainJobRuntime = "torch-distributed";
+// Who owns the runtime patch: Trainer requires a domain-prefixed path.
+constexpr const char* kRuntimePatchManager = "trainpoint/render-job";
 // Keys read from the Secret when they exist in it: git token and S3 credentials (docs/s3.md).
 const std::vector<std::string> kSecretKeys{"TRAINPOINT_GIT_TOKEN", "AWS_ACCESS_KEY_ID",
                                            "AWS_SECRET_ACCESS_KEY"};
@@ -43,9 +45,11 @@ void environment(YAML::Emitter& out, const JobRequest& request) {
   env_value(out, "TRAINPOINT_REPO", request.repo);
   env_value(out, "TRAINPOINT_REF", request.ref);
   env_value(out, "TRAINPOINT_SPEC", request.spec);
-  if (!request.overrides.empty()) {
+  std::vector<std::string> overrides = request.overrides;
+  if (request.metrics_port > 0) overrides.push_back("job.metrics_port=" + std::to_string(request.metrics_port));
+  if (!overrides.empty()) {
     std::string joined;
-    for (const auto& item : request.overrides) joined += (joined.empty() ? "" : ";") + item;
+    for (const auto& item : overrides) joined += (joined.empty() ? "" : ";") + item;
     env_value(out, "TRAINPOINT_SET", joined);
   }
   // One working directory per pod (two pods of a job may share a node and its scratch directory);
@@ -122,7 +126,6 @@ void volumes(YAML::Emitter& out, const JobRequest& request) {
 // running would keep the pod from completing.
 void vault_annotations(YAML::Emitter& out, const JobRequest& request) {
   const std::string file = "minio-" + request.vault_tenant;
-  out << YAML::Key << "annotations" << YAML::Value << YAML::BeginMap;
   key_text(out, "vault.hashicorp.com/agent-inject", "true");
   key_text(out, "vault.hashicorp.com/agent-pre-populate-only", "true");
   key_text(out, "vault.hashicorp.com/role", request.vault_role);
@@ -133,17 +136,31 @@ void vault_annotations(YAML::Emitter& out, const JobRequest& request) {
              "export MINIO_ACCESS_KEY=\"{{ .Data.accessKeyId }}\"\n"
              "export MINIO_SECRET_KEY=\"{{ .Data.secretAccessKey }}\"\n"
              "{{- end }}\n";
-  out << YAML::EndMap;
+}
+
+// The annotations Prometheus's pod discovery is usually configured to follow (the prometheus.io/*
+// relabelling of the community Helm chart): scrape this pod, on this port and path.
+void scrape_annotations(YAML::Emitter& out, const JobRequest& request) {
+  key_text(out, "prometheus.io/scrape", "true");
+  key_text(out, "prometheus.io/port", std::to_string(request.metrics_port));
+  key_text(out, "prometheus.io/path", "/metrics");
+}
+
+// The pod template's metadata, when it has annotations.
+void pod_metadata(YAML::Emitter& out, const JobRequest& request) {
+  if (request.vault_role.empty() && request.metrics_port == 0) return;
+  out << YAML::Key << "metadata" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "annotations" << YAML::Value << YAML::BeginMap;
+  if (!request.vault_role.empty()) vault_annotations(out, request);
+  if (request.metrics_port > 0) scrape_annotations(out, request);
+  out << YAML::EndMap << YAML::EndMap;
 }
 
 void pod_template(YAML::Emitter& out, const JobRequest& request) {
   out << YAML::BeginMap;
-  if (!request.vault_role.empty()) {
-    out << YAML::Key << "metadata" << YAML::Value << YAML::BeginMap;
-    vault_annotations(out, request);
-    out << YAML::EndMap;
-  }
+  pod_metadata(out, request);
   out << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "terminationGracePeriodSeconds" << YAML::Value << request.grace_s;
   out << YAML::Key << "containers" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << kPyTorchContainer;
   out << YAML::Key << "image" << YAML::Value << request.image;
@@ -152,6 +169,11 @@ void pod_template(YAML::Emitter& out, const JobRequest& request) {
   if (has_resources(request)) {
     out << YAML::Key << "resources" << YAML::Value;
     resources(out, request);
+  }
+  if (request.metrics_port > 0) {
+    out << YAML::Key << "ports" << YAML::Value << YAML::BeginSeq << YAML::BeginMap << YAML::Key << "name"
+        << YAML::Value << "metrics" << YAML::Key << "containerPort" << YAML::Value << request.metrics_port
+        << YAML::EndMap << YAML::EndSeq;
   }
   volume_mounts(out);
   out << YAML::EndMap << YAML::EndSeq;
@@ -222,15 +244,30 @@ std::string render_trainjob(const JobRequest& request) {
   }
   environment(out, request);
   out << YAML::EndMap;
-  out << YAML::Key << "podSpecOverrides" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
-  out << YAML::Key << "targetJobs" << YAML::Value << YAML::BeginSeq << YAML::BeginMap << YAML::Key << "name"
-      << YAML::Value << kTrainJobNode << YAML::EndMap << YAML::EndSeq;
+  // Trainer v2.2's runtimePatches (v2.0's podSpecOverrides and v2.1's podTemplateOverrides are gone:
+  // the API server would drop them silently), down to the pod template of the runtime's "node" job.
+  // A container patch may not set the node container's env (that is spec.trainer.env) nor ports, so
+  // Prometheus finds the port by the annotation alone.
+  out << YAML::Key << "runtimePatches" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
+  out << YAML::Key << "manager" << YAML::Value << kRuntimePatchManager;
+  out << YAML::Key << "trainingRuntimeSpec" << YAML::Value << YAML::BeginMap << YAML::Key << "template"
+      << YAML::Value << YAML::BeginMap << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "replicatedJobs" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << kTrainJobNode;
+  out << YAML::Key << "template" << YAML::Value << YAML::BeginMap << YAML::Key << "spec" << YAML::Value
+      << YAML::BeginMap << YAML::Key << "template" << YAML::Value << YAML::BeginMap;
+  pod_metadata(out, request);
+  out << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
   volumes(out, request);
   out << YAML::Key << "containers" << YAML::Value << YAML::BeginSeq << YAML::BeginMap << YAML::Key << "name"
       << YAML::Value << kTrainJobNode;
   volume_mounts(out);
   out << YAML::EndMap << YAML::EndSeq;
-  out << YAML::EndMap << YAML::EndSeq;
+  out << YAML::EndMap;                                   // pod spec
+  out << YAML::EndMap << YAML::EndMap << YAML::EndMap;  // pod template, job spec, job template
+  out << YAML::EndMap << YAML::EndSeq;                  // the replicated job
+  out << YAML::EndMap << YAML::EndMap << YAML::EndMap;  // JobSet spec, template, trainingRuntimeSpec
+  out << YAML::EndMap << YAML::EndSeq;                  // the patch
   out << YAML::EndMap << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
@@ -260,6 +297,9 @@ void validate(const JobRequest& request) {
   }
   if (request.workers < 1) fail(ExitCode::usage, "workers must be at least 1, not {}", request.workers);
   if (request.nproc_per_node < 1) fail(ExitCode::usage, "processes per node must be at least 1");
+  if (request.metrics_port < 0 || request.metrics_port > 65535) {
+    fail(ExitCode::usage, "metrics port {} is not a TCP port (1-65535, or 0 for none)", request.metrics_port);
+  }
   check_quantity("cpu", request.cpu);
   check_quantity("memory", request.memory);
   check_quantity("shm size", request.shm_size);
@@ -272,11 +312,6 @@ void validate(const JobRequest& request) {
       (request.vault_role.empty() || request.vault_tenant.empty() || request.vault_path.empty())) {
     fail(ExitCode::usage,
          "Vault credentials need all of k8s.vault_role, k8s.vault_tenant and k8s.vault_path");
-  }
-  if (any_vault && request.kind == Kind::trainjob) {
-    fail(ExitCode::usage,
-         "Vault agent annotations go on pods, which a TrainJob does not template: use a Secret "
-         "(k8s.secret) or a PyTorchJob");
   }
 }
 

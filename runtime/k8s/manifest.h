@@ -1,6 +1,6 @@
-// Kubernetes manifests that run trainpoint: a Kubeflow PyTorchJob (kubeflow.org/v1) or a Kubeflow
-// Trainer v2 TrainJob, so that users get a correct job without writing YAML. Secrets are referenced
-// (a Secret's name, Vault paths), never embedded.
+// Kubernetes manifests that run trainpoint: a Kubeflow PyTorchJob (kubeflow.org/v1, training-operator
+// v1.9) or a Kubeflow Trainer v2.2 TrainJob (trainer.kubeflow.org/v1alpha1), so that users get a correct
+// job without writing YAML. Secrets are referenced (a Secret's name, Vault paths), never embedded.
 #pragma once
 
 #include <string>
@@ -23,6 +23,12 @@ struct JobRequest {
   std::string shm_size;     // sizeLimit of the memory-backed /dev/shm; empty: none
   std::string scratch;    // node directory (hostPath) for caches kept across pods; empty: a per-pod emptyDir
   int backoff_limit = 3;  // restarts of retryable failures before the job fails
+  // Seconds between SIGTERM and SIGKILL for a pod (terminationGracePeriodSeconds, k8s.grace_s): the time
+  // trainpoint has to write its stop checkpoint. PyTorchJob only: Trainer v2.2's runtimePatches cannot set it.
+  int grace_s = 60;
+  // The port the pods serve Prometheus metrics on (job.metrics_port in the job), announced with the
+  // prometheus.io scrape annotations; 0: none.
+  int metrics_port = 0;
 
   // What trainpoint runs, passed as TRAINPOINT_* environment variables.
   std::string repo;

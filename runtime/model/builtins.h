@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
+#include "data/schema.h"
 
 namespace tp::model {
 

@@ -113,6 +113,7 @@ void describe_data(torch::jit::Module& model, const data::Schema& schema) {
   };
   using Strings = c10::List<std::string>;
   using Floats = c10::List<double>;
+  add("task", c10::StringType::get(), std::string(data::task_name(schema)));
   if (!schema.class_names.empty())
     add("class_names", c10::ListType::ofStrings(), Strings(schema.class_names));
   if (!schema.feature_names.empty()) {
@@ -121,6 +122,42 @@ void describe_data(torch::jit::Module& model, const data::Schema& schema) {
     add("feature_std", c10::ListType::ofFloats(), Floats(schema.feature_std));
     add("feature_fill", c10::ListType::ofFloats(), Floats(schema.feature_fill));
   }
+  if (!schema.resize.empty()) {
+    add("image_size", c10::IntType::get(), schema.input_shape.at(1));
+    add("channels", c10::IntType::get(), schema.input_shape.at(0));
+    add("resize", c10::StringType::get(), schema.resize);
+    add("pixel_mean", c10::ListType::ofFloats(), Floats(schema.pixel_mean));
+    add("pixel_std", c10::ListType::ofFloats(), Floats(schema.pixel_std));
+  }
+}
+
+// A TorchScript module from the repository is tried on two samples of the data, so that an input it does not
+// take or an output that does not match the classes stops the run before training, not in its first step.
+void check_outputs(torch::jit::Module& model, const data::Schema& schema, const std::string& file) {
+  std::vector<std::int64_t> shape{2};
+  shape.insert(shape.end(), schema.input_shape.begin(), schema.input_shape.end());
+  torch::Tensor output;
+  model.eval();
+  try {
+    torch::NoGradGuard no_grad;
+    const c10::IValue result = model.forward({torch::zeros(shape)});
+    if (result.isTensor()) output = result.toTensor();
+  } catch (const c10::Error& error) {
+    fail(ExitCode::model, "model.torchscript: {} does not take the data's input (a batch shaped [{}]): {}", file,
+         fmt::join(shape, ", "), error.what_without_backtrace());
+  }
+  model.train();
+  if (!output.defined()) fail(ExitCode::model, "model.torchscript: {} returns no tensor: it must return the outputs", file);
+  const bool matches = output.dim() >= 1 && output.size(0) == 2 &&
+                       (schema.classification ? output.dim() == 2 && output.size(1) == schema.num_outputs
+                                              : output.numel() == 2);
+  if (matches) return;
+  const std::string wanted =
+      schema.classification
+          ? fmt::format("{} outputs, one per class ({})", schema.num_outputs, fmt::join(schema.class_names, ", "))
+          : "1 output (data.task = \"regression\")";
+  fail(ExitCode::model, "model.torchscript: {} gives outputs shaped [{}] for a batch of 2, but the data needs {}: "
+       "export it with that many outputs", file, fmt::join(output.sizes(), ", "), wanted);
 }
 
 }  // namespace
@@ -130,6 +167,7 @@ torch::jit::Module create(const spec::ModelSpec& spec, const data::Schema& schem
   torch::manual_seed(seed);
   torch::jit::Module net = build(spec, schema, root);
   if (!spec.weights.empty()) load_weights(net, in_repository(root, spec.weights), spec.weights);
+  if (!spec.torchscript.empty()) check_outputs(net, schema, spec.torchscript);
   describe_data(net, schema);
   return net;
 }

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
+#include "data/schema.h"
 #include "spec/spec.h"
 
 namespace tp::model {
@@ -21,10 +21,12 @@ namespace tp::model {
 // and no other tensor may be left over; only the head's (head_parameter_names) may differ in shape
 // (another number of classes): they keep their fresh values, with a log line.
 // The model carries what using it needs, as attributes that torch.jit.load keeps (lists, not tensors, so
-// they are no parameters or buffers): `class_names` (classification, multi-label) and, for table_csv,
-// `feature_names` (the input columns, categories one-hot as "column=value"), `feature_mean` and
-// `feature_std` (the input is (x - mean) / std, statistics of the training split), `feature_fill` (what a
-// missing number stands for). An earlier model.pt trained again takes the new data's; an attribute of the
+// they are no parameters or buffers): `task` (classification, multi_label or regression), `class_names`
+// (classification, multi-label); for table_csv `feature_names` (the input columns, categories one-hot as
+// "column=value"), `feature_mean` and `feature_std` (the input is (x - mean) / std, statistics of the
+// training split), `feature_fill` (what a missing number stands for); for images `image_size`, `channels`,
+// `resize` ("stretch" or "crop") and `pixel_mean` and `pixel_std` (the input is (pixel / 255 - mean) / std).
+// A TorchScript module is first run on two samples of the data: its outputs must match the classes. An earlier model.pt trained again takes the new data's; an attribute of the
 // same name that is the model's own (another type) is kept, with a warning.
 // Throws tp::Error (ExitCode::model) naming the file, the missing, unexpected or mismatched keys.
 torch::jit::Module create(const spec::ModelSpec& spec, const data::Schema& schema,

@@ -11,12 +11,16 @@
 #include <fstream>
 #include <thread>
 
+#include "command/prepare.h"
 #include "common/files.h"
 #include "common/log.h"
-#include "git/remote_url.h"
+#include "common/url.h"
 #include "s3/client.h"
 #include "s3/paths.h"
 #include "s3/stage.h"
+#include "storage/connection.h"
+#include "storage/output.h"
+#include "storage/run_identity.h"
 
 namespace tp::preflight {
 namespace {
@@ -57,7 +61,7 @@ CheckResult timed(const std::string& name, const std::function<std::string()>& b
   }
   result.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   if (result.status == Status::passed) {
-    spdlog::info("preflight: {}: ok in {:.2f}s: {}", name, result.seconds, result.detail);
+    spdlog::debug("preflight: {}: ok in {:.2f}s: {}", name, result.seconds, result.detail);
   } else {
     // A warning: the run's one error line is the first failure's, when it stops.
     spdlog::warn("preflight: {}: FAILED in {:.2f}s: {}", name, result.seconds, result.detail);
@@ -69,25 +73,17 @@ CheckResult skipped(const std::string& name, const std::string& why) {
   CheckResult result;
   result.name = name;
   result.detail = why;
-  spdlog::info("preflight: {}: skipped: {}", name, why);
+  spdlog::debug("preflight: {}: skipped: {}", name, why);
   return result;
 }
 
 std::string check_ref(const git::CheckoutRequest& request) {
   const git::RemoteRef ref = git::resolve_remote_ref(request);
-  const std::string url = git::redacted_url(request.url);
+  const std::string url = redacted_url(request.url);
   if (ref.name.empty()) {
     return fmt::format("{} at {}: a commit SHA that no branch or tag points at; the checkout fetches it", url, ref.sha);
   }
   return fmt::format("{} at '{}': {} is commit {}", url, request.ref.empty() ? "HEAD" : request.ref, ref.name, ref.sha);
-}
-
-// The spec's S3 settings, as `run` uses them (runtime/storage, which this torch-free module cannot link).
-s3::ConnectionOptions connection_options(const spec::DataSpec& data) {
-  s3::ConnectionOptions options;
-  options.endpoint = data.endpoint;
-  options.credentials_file = data.credentials;
-  return options;
 }
 
 // Lists s3:// sources (adding their bytes to `s3_bytes`) and finds local ones.
@@ -98,7 +94,7 @@ std::string check_data(const SpecInRepo& loaded, std::uint64_t& s3_bytes) {
                                     std::pair<const char*, std::string>{"data.valid_source", data.valid_source}}) {
     if (source.empty()) continue;
     if (s3::is_s3_url(source)) {
-      s3::Client client(s3::resolve_connection(connection_options(data)));
+      s3::Client client(s3::resolve_connection(storage::connection_options(data)));
       const s3::SourceListing listing = s3::list_source(client, source);
       s3_bytes += listing.bytes;
       found.push_back(fmt::format("{} {}: {} objects, {} at {} (credentials from {})", key, source,
@@ -109,8 +105,14 @@ std::string check_data(const SpecInRepo& loaded, std::uint64_t& s3_bytes) {
     const fs::path path = (loaded.root / source).lexically_normal();
     std::error_code error;
     if (!fs::exists(path, error)) {
-      fail(ExitCode::data, "{}: {} does not exist (relative paths are taken from the repository root)", key,
-           path.string());
+      // A path typed relative to where the command runs, as a shell user would.
+      const fs::path here = fs::absolute(source).lexically_normal();
+      const std::string hint =
+          fs::path(source).is_relative() && fs::exists(here, error)
+              ? fmt::format("; {} is in the current directory: did you mean {}={}?", source, key, here.string())
+              : "";
+      fail(ExitCode::data, "{}: {} does not exist (relative paths are taken from the repository root){}", key,
+           path.string(), hint);
     }
     found.push_back(fmt::format("{} {}: local", key, path.string()));
   }
@@ -120,7 +122,7 @@ std::string check_data(const SpecInRepo& loaded, std::uint64_t& s3_bytes) {
 
 // s3:// outputs: puts and deletes a probe object under the prefix, with the data's endpoint and credentials.
 std::string check_s3_output(const spec::Spec& spec) {
-  s3::Client client(s3::resolve_connection(connection_options(spec.data)));
+  s3::Client client(s3::resolve_connection(storage::connection_options(spec.data)));
   const s3::S3Url url = s3::parse_s3_url(spec.job.output);
   const std::string prefix = s3::directory_prefix(url.key);
   const std::string key = prefix + fmt::format(".trainpoint-preflight-{}", ::getpid());
@@ -138,6 +140,18 @@ std::string check_s3_output(const spec::Spec& spec) {
   fs::remove(probe);
   return fmt::format("job.output {}: wrote and deleted a probe object at {} (credentials from {})", spec.job.output,
                      client.connection().endpoint, client.connection().credentials.source);
+}
+
+// checkpoint.resume = "auto": the checkpoints in job.output are this run's, or there are none, as rank 0
+// checks before its rendezvous (storage/run_identity.h). An s3:// output's run identities are fetched.
+std::string check_resume(const SpecInRepo& loaded, const fs::path& workdir) {
+  storage::OutputLocation output(loaded.spec, workdir);
+  const storage::RunIdentity identity = storage::run_identity(loaded.spec, loaded.root, loaded.commit);
+  output.fetch_for_resume(identity.key(), 0);
+  if (const auto mine = storage::require_same_run(identity, output.checkpoints_root(), output.name())) {
+    return fmt::format("run {}: resumes from its checkpoints in {}", identity.key(), mine->string());
+  }
+  return fmt::format("run {}: no checkpoints of it in {}; it starts afresh", identity.key(), output.name());
 }
 
 // Writes and deletes a probe file where the outputs go (or, before they exist, where they would be created).
@@ -166,22 +180,6 @@ std::string check_output(const fs::path& output) {
   return directory == absolute ? fmt::format("{} is writable", absolute.string())
                                : fmt::format("{} will be created in {}, which is writable", absolute.string(),
                                              directory.string());
-}
-
-std::string check_gpus(const spec::Spec& spec, int visible) {
-  const auto wanted = spec.dist.nproc_per_node;  // 0: auto
-  if (spec.dist.backend == "nccl" && visible == 0) {
-    fail(ExitCode::usage, "dist.backend = \"nccl\" needs GPUs but none are visible: request nvidia.com/gpu for the "
-         "pod (k8s.gpus_per_worker) or use dist.backend = \"gloo\"");
-  }
-  if (visible > 0 && wanted > visible) {
-    fail(ExitCode::usage, "dist.nproc_per_node = {} but only {} GPUs are visible: lower dist.nproc_per_node or request "
-         "more GPUs", wanted, visible);
-  }
-  if (visible == 0) {
-    return fmt::format("no GPU visible: CPU training with {} process(es) per node", wanted > 0 ? wanted : 1);
-  }
-  return fmt::format("{} GPU(s) visible, {} process(es) per node", visible, wanted > 0 ? wanted : visible);
 }
 
 // Waits (until `timeout`) for the master's address to resolve and its port to accept a connection.
@@ -260,10 +258,11 @@ std::string check_disk(const fs::path& workdir, std::uint64_t s3_bytes) {
 }
 
 // /dev/shm: NCCL and PyTorch's DataLoader workers (command mode) keep buffers there; trainpoint's own
-// Gloo training does not use it.
-std::string check_shm(const spec::Spec& spec, int visible_gpus, int local_processes) {
+// Gloo training does not use it. Without a device plan (the launcher's variables are not valid), as gloo.
+std::string check_shm(const spec::Spec& spec, const std::optional<dist::DevicePlan>& plan) {
   const bool command_mode = !spec.job.command.empty();
-  const bool nccl = spec.dist.backend == "nccl" || (spec.dist.backend == "auto" && visible_gpus > 0);
+  const bool nccl = plan && plan->backend == dist::Backend::nccl;
+  const int local_processes = plan ? plan->local_processes : 1;
   const std::uint64_t needed = nccl || command_mode ? kShmPerProcessBytes * static_cast<std::uint64_t>(local_processes) : 0;
   struct statvfs stats {};
   if (::statvfs("/dev/shm", &stats) != 0) {
@@ -296,7 +295,7 @@ Report run(const Request& request) {
     report.checks.push_back(std::move(result));
     return report.checks.back().status != Status::failed;
   };
-  const char* later[] = {"data", "output", "gpus", "master", "disk", "shm"};
+  const char* later[] = {"data", "output", "resume", "gpus", "master", "disk", "shm"};
   auto skip_rest = [&](const std::string& why) {
     for (const char* name : later) add(skipped(name, why));
   };
@@ -322,18 +321,48 @@ Report run(const Request& request) {
     return report;
   }
   const spec::Spec& spec = loaded->spec;
+  if (!spec.job.command.empty()) {
+    add(timed("command", [&] {
+      return command::preflight_program(spec.job, loaded->root,
+                                        command::environment_cache(request.git.cache_dir, request.workdir));
+    }));
+  }
 
   std::uint64_t s3_bytes = 0;
   add(timed("data", [&] { return check_data(*loaded, s3_bytes); }));
   add(timed("output", [&] {
     return s3::is_s3_url(spec.job.output) ? check_s3_output(spec) : check_output(request.workdir / spec.job.output);
   }));
-  add(timed("gpus", [&] { return check_gpus(spec, request.visible_gpus); }));
-  // The launcher's variables, read as `run` reads them (a usage error fails the master check).
+  if (!spec.job.command.empty()) {
+    add(skipped("resume", "command mode: the program keeps its own checkpoints"));
+  } else if (spec.checkpoint.resume == "never") {
+    add(skipped("resume", "checkpoint.resume = \"never\": the run starts afresh"));
+  } else if (!request.check_resume) {
+    add(skipped("resume", "rank 0 checks it before its rendezvous"));
+  } else {
+    add(timed("resume", [&] { return check_resume(*loaded, request.workdir); }));
+  }
+  // The launcher's variables, read as `run` reads them; when they are not valid the master check fails with
+  // the reason, and the gpus check, which needs them, is skipped.
   std::optional<dist::Topology> topology;
-  const bool topology_ok = add(timed("master", [&]() -> std::string {
+  std::optional<Error> topology_error;
+  try {
     topology = dist::read_topology(request.environment, static_cast<int>(spec.dist.nproc_per_node),
                                    request.visible_gpus);
+  } catch (const Error& error) {
+    topology_error = error;
+  }
+  std::optional<dist::DevicePlan> plan;
+  if (topology) {
+    add(timed("gpus", [&] {
+      plan = dist::plan_devices(spec, *topology, request.visible_gpus);
+      return dist::describe(*plan);
+    }));
+  } else {
+    add(skipped("gpus", "the launcher's environment variables are not valid (see master)"));
+  }
+  add(timed("master", [&]() -> std::string {
+    if (!topology) throw *topology_error;
     if (topology->world_size() == 1) return "single process: no rendezvous";
     if (topology->node_rank == 0) {
       return fmt::format("this node is the master ({}:{}), node 0 of {}", topology->master_addr,
@@ -342,8 +371,7 @@ Report run(const Request& request) {
     return check_master(*topology, std::chrono::seconds(spec.dist.timeout_s));
   }));
   add(timed("disk", [&] { return check_disk(request.workdir, s3_bytes); }));
-  const int local_processes = topology_ok && topology ? topology->nproc_per_node : 1;
-  add(timed("shm", [&] { return check_shm(spec, request.visible_gpus, local_processes); }));
+  add(timed("shm", [&] { return check_shm(spec, plan); }));
   return report;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "dist/device_plan.h"
 #include "dist/topology.h"
 #include "git/checkout.h"
 #include "spec/spec.h"
@@ -22,6 +23,7 @@ namespace tp::preflight {
 struct SpecInRepo {
   spec::Spec spec;
   std::filesystem::path root;
+  std::string commit;  // empty for a local spec
 };
 
 struct Request {
@@ -32,6 +34,9 @@ struct Request {
   std::filesystem::path workdir;
   int visible_gpus = 0;
   dist::EnvironmentLookup environment = dist::process_environment;
+  // Whether the checkpoints in job.output are compared with this run (the "resume" check). `run` leaves it
+  // to rank 0, which does it before its rendezvous.
+  bool check_resume = true;
 };
 
 enum class Status { passed, failed, skipped };
@@ -49,7 +54,8 @@ struct Report {
   const CheckResult* first_failure() const;
 };
 
-// Runs every check (those that need a spec are skipped when it cannot be loaded) and logs one line each.
+// Runs every check (those that need a spec are skipped when it cannot be loaded) and logs one line each: a
+// failure as a warning, the others at debug level (the table and run's summary line say what passed).
 Report run(const Request& request);
 
 // The report as an aligned table: check, status, seconds, detail.

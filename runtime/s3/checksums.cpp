@@ -1,11 +1,16 @@
 #include "s3/checksums.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <array>
 #include <stdexcept>
+#include <vector>
+
+#include "common/error.h"
 
 namespace tp::s3 {
 namespace {
@@ -140,6 +145,18 @@ std::string md5(std::string_view data) {
   Digest digest(Digest::Algorithm::md5);
   digest.update(data.data(), data.size());
   return digest.finish();
+}
+
+std::string file_md5_hex(const std::filesystem::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(ExitCode::output, "cannot read {}", file.string());
+  Digest md5(Digest::Algorithm::md5);
+  std::vector<char> buffer(1 << 20);
+  ssize_t got = 0;
+  while ((got = ::read(fd, buffer.data(), buffer.size())) > 0) md5.update(buffer.data(), static_cast<std::size_t>(got));
+  ::close(fd);
+  if (got < 0) fail(ExitCode::output, "cannot read {}", file.string());
+  return hex(md5.finish());
 }
 
 std::string hmac_sha256(std::string_view key, std::string_view data) {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -16,6 +17,9 @@ std::string sha256(std::string_view data);  // raw 32 bytes
 std::string sha256_hex(std::string_view data);
 std::string hmac_sha256(std::string_view key, std::string_view data);  // raw 32 bytes
 std::string md5(std::string_view data);                                // raw 16 bytes
+// The MD5 of a file's contents as 32 hex digits (a single-part ETag). Throws tp::Error (output) when it
+// cannot be read.
+std::string file_md5_hex(const std::filesystem::path& file);
 
 // An incremental digest fed as bytes arrive; `finish` returns the raw digest.
 class Digest {

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <random>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -23,25 +23,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Streams bytes [begin, begin + size) of an open file as a request body; a new reader for each
-// attempt starts from the beginning again.
-BodySource file_range_reader(int fd, std::uint64_t begin, std::uint64_t size) {
-  auto offset = std::make_shared<std::uint64_t>(0);
-  return [fd, begin, size, offset](char* buffer, std::size_t capacity) -> std::size_t {
-    const ssize_t got = ::pread(fd, buffer, std::min<std::uint64_t>(capacity, size - *offset),
-                                static_cast<off_t>(begin + *offset));
-    if (got < 0) return CURL_READFUNC_ABORT;
-    *offset += static_cast<std::uint64_t>(got);
+// Bytes [begin, begin + size) of an open file as a request body.
+http::BodySource file_range_reader(int fd, std::uint64_t begin, std::uint64_t size) {
+  return [fd, begin, size](char* buffer, std::size_t capacity,
+                           std::uint64_t offset) -> std::optional<std::size_t> {
+    if (offset >= size) return 0;
+    ssize_t got = 0;
+    do {
+      got = ::pread(fd, buffer, std::min<std::uint64_t>(capacity, size - offset),
+                    static_cast<off_t>(begin + offset));
+    } while (got < 0 && errno == EINTR);
+    if (got <= 0) return std::nullopt;  // an error, or the file shrank since it was hashed
     return static_cast<std::size_t>(got);
   };
 }
 
 constexpr std::size_t kHashChunk = 1 << 20;
-
-ExitCode write_failure_class(int error_number) {
-  return error_number == ENOSPC || error_number == EDQUOT || error_number == EIO ? ExitCode::storage
-                                                                                 : ExitCode::output;
-}
 
 // A file descriptor closed on scope exit.
 class FileDescriptor {
@@ -84,7 +81,7 @@ void hash_file_range(const fs::path& path, int fd, std::uint64_t begin, std::uin
 }
 
 // The x-amz-checksum-* header S3 sent, if any: which algorithm and the expected base64 value.
-std::optional<std::pair<Digest::Algorithm, std::string>> sent_checksum(const HttpResponse& response) {
+std::optional<std::pair<Digest::Algorithm, std::string>> sent_checksum(const http::Response& response) {
   for (const ChecksumHeader& candidate : kChecksumHeaders) {
     const std::string& value = response.header(candidate.header);
     // A composite checksum of a multipart object ("<base64>-<parts>") is not a whole-object checksum.
@@ -109,14 +106,6 @@ std::string host_of(const std::string& endpoint) {
   return host;
 }
 
-std::chrono::milliseconds backoff_delay(const TransferSettings& settings, int failed_attempts) {
-  thread_local std::mt19937_64 random{std::random_device{}()};
-  const auto ceiling = std::min<std::int64_t>(
-      settings.backoff_cap.count(), settings.backoff_base.count() << std::min(failed_attempts - 1, 20));
-  // Full jitter: ranks that failed together do not retry together.
-  return std::chrono::milliseconds(std::uniform_int_distribution<std::int64_t>(ceiling / 2, ceiling)(random));
-}
-
 }  // namespace
 
 // Borrows a connection from the client's idle set and returns it when done, so connections are reused
@@ -129,17 +118,17 @@ class Client::HandleLease {
       handle_ = std::move(client_.idle_handles_.back());
       client_.idle_handles_.pop_back();
     }
-    if (!handle_) handle_ = std::make_unique<HttpHandle>(client_.settings_.http);
+    if (!handle_) handle_ = std::make_unique<http::Handle>(client_.settings_.http);
   }
   ~HandleLease() {
     std::lock_guard<std::mutex> lock(client_.idle_handles_mutex_);
     client_.idle_handles_.push_back(std::move(handle_));
   }
-  HttpHandle& get() { return *handle_; }
+  http::Handle& get() { return *handle_; }
 
  private:
   Client& client_;
-  std::unique_ptr<HttpHandle> handle_;
+  std::unique_ptr<http::Handle> handle_;
 };
 
 Client::Client(Connection connection, TransferSettings settings)
@@ -147,9 +136,15 @@ Client::Client(Connection connection, TransferSettings settings)
   settings_.parallelism = std::max(1, settings_.parallelism);
   settings_.part_size = std::max<std::uint64_t>(settings_.part_size, 5ull << 20);  // S3's minimum part
   if (settings_.http.ca_bundle.empty()) settings_.http.ca_bundle = connection_.ca_bundle;
-  spdlog::info("s3: endpoint {} (from {}, {}-style, region {}), credentials from {}", connection_.endpoint,
-               connection_.endpoint_source, connection_.path_style ? "path" : "virtual-hosted",
-               connection_.region, connection_.credentials.source);
+  // Once per process and connection: a run makes a client for its checks, its data and its outputs.
+  const std::string described =
+      fmt::format("s3: endpoint {} (from {}, {}-style, region {}), credentials from {}", connection_.endpoint,
+                  connection_.endpoint_source, connection_.path_style ? "path" : "virtual-hosted",
+                  connection_.region, connection_.credentials.source);
+  static std::mutex mutex;
+  static std::set<std::string> logged;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (logged.insert(described).second) spdlog::info("{}", described);
 }
 
 Client::~Client() = default;
@@ -178,9 +173,9 @@ std::string Client::describe(const std::string& method, const std::string& bucke
   return fmt::format("{} s3://{}/{} at {}", method, bucket, key, connection_.endpoint);
 }
 
-HttpResponse Client::send(HttpHandle& handle, const Call& call) {
+http::Response Client::send(http::Handle& handle, const Call& call) {
   const Target target = locate(call.bucket, call.key, call.query);
-  HttpRequest request;
+  http::Request request;
   request.method = call.method;
   request.url = target.url;
   request.body = call.body;
@@ -201,31 +196,32 @@ HttpResponse Client::send(HttpHandle& handle, const Call& call) {
   return handle.perform(request, &cancel_);
 }
 
-std::optional<std::string> Client::check(const HttpResponse& response, const std::string& what,
+std::optional<std::string> Client::check(const http::Response& response, const std::string& what,
                                          std::initializer_list<long> expected) const {
-  if (response.curl_code != CURLE_OK) {
-    switch (response.curl_code) {
-      case CURLE_PEER_FAILED_VERIFICATION:
-      case CURLE_SSL_CACERT_BADFILE:
-      case CURLE_SSL_CERTPROBLEM:
-        fail(ExitCode::usage, "{}: TLS verification failed ({}); give the endpoint's CA with AWS_CA_BUNDLE",
-             what, response.curl_error);
-      case CURLE_UNSUPPORTED_PROTOCOL:
-      case CURLE_URL_MALFORMAT:
-        fail(ExitCode::usage, "{}: bad endpoint URL ({})", what, response.curl_error);
-      case CURLE_ABORTED_BY_CALLBACK:
-        fail(ExitCode::network, "{}: cancelled after another transfer failed", what);
-      default:
-        return fmt::format("{} (curl error {})", response.curl_error, static_cast<int>(response.curl_code));
-    }
+  switch (response.transport) {
+    case http::Transport::ok:
+      break;
+    case http::Transport::untrusted:
+      fail(ExitCode::usage, "{}: TLS verification failed ({}); give the endpoint's CA with AWS_CA_BUNDLE",
+           what, response.transport_error);
+    case http::Transport::bad_url:
+      fail(ExitCode::usage, "{}: bad endpoint URL ({})", what, response.transport_error);
+    case http::Transport::cancelled:
+      fail(ExitCode::network, "{}: cancelled after another transfer failed", what);
+    case http::Transport::source_failed:
+      fail(ExitCode::output, "{}: cannot read the file to upload ({})", what, response.transport_error);
+    case http::Transport::transient:
+    case http::Transport::sink_refused:
+      return response.transport_error;
   }
   if (std::find(expected.begin(), expected.end(), response.status) != expected.end()) return std::nullopt;
   const xml::ErrorBody error = xml::parse_error(response.body);
   const std::string cause =
       fmt::format("HTTP {}{}{}", response.status, error.code.empty() ? "" : " " + error.code,
                   error.message.empty() ? "" : ": " + error.message);
-  if (response.status >= 500 || response.status == 429 || error.code == "SlowDown" ||
-      error.code == "RequestTimeout" || error.code == "InternalError") {
+  // S3 may name a transient failure in the error body of another status (400 RequestTimeout).
+  if (http::transient_status(response.status) || error.code == "SlowDown" || error.code == "RequestTimeout" ||
+      error.code == "InternalError") {
     return cause;
   }
   if (response.status == 401 || response.status == 403) {
@@ -237,23 +233,15 @@ std::optional<std::string> Client::check(const HttpResponse& response, const std
 }
 
 void Client::retrying(const std::string& what, const std::function<std::optional<std::string>()>& attempt) {
-  std::string last_cause;
-  for (int attempt_number = 1; attempt_number <= settings_.max_attempts; ++attempt_number) {
+  http::retry(settings_.retry, [&]() -> std::optional<std::string> {
     if (cancel_.load()) fail(ExitCode::network, "{}: cancelled after another transfer failed", what);
     const std::optional<std::string> cause = attempt();
-    if (!cause) return;
-    last_cause = *cause;
-    if (attempt_number == settings_.max_attempts) break;
-    const auto delay = backoff_delay(settings_, attempt_number);
-    spdlog::warn("s3: {}: {}; retry {}/{} in {} ms", what, last_cause, attempt_number,
-                 settings_.max_attempts - 1, delay.count());
-    std::this_thread::sleep_for(delay);
-  }
-  fail(ExitCode::network, "{}: gave up after {} attempts; last cause: {}", what, settings_.max_attempts,
-       last_cause);
+    if (!cause) return std::nullopt;
+    return fmt::format("{}: {}", what, *cause);
+  });
 }
 
-void Client::run_parallel(std::size_t count, const std::function<void(HttpHandle&, std::size_t)>& task) {
+void Client::run_parallel(std::size_t count, const std::function<void(http::Handle&, std::size_t)>& task) {
   std::atomic<std::size_t> next{0};
   std::mutex error_mutex;
   std::exception_ptr first_error;
@@ -299,7 +287,7 @@ Listing Client::list(const std::string& bucket, const std::string& prefix, const
     if (!continuation.empty()) call.query.emplace_back("continuation-token", continuation);
     xml::ListPage page;
     retrying(what, [&]() -> std::optional<std::string> {
-      const HttpResponse response = send(lease.get(), call);
+      const http::Response response = send(lease.get(), call);
       if (auto cause = check(response, what, {200})) return cause;
       // A cut or garbled page is a transport fault: ask again.
       try {
@@ -334,8 +322,8 @@ std::optional<ObjectInfo> Client::head(const std::string& bucket, const std::str
     call.method = "HEAD";
     call.bucket = bucket;
     call.key = key;
-    const HttpResponse response = send(lease.get(), call);
-    if (response.curl_code == CURLE_OK && response.status == 404) {
+    const http::Response response = send(lease.get(), call);
+    if (response.transport == http::Transport::ok && response.status == 404) {
       object.reset();
       return std::nullopt;
     }
@@ -409,7 +397,7 @@ void Client::download(const std::string& bucket, const std::vector<DownloadItem>
   };
   std::mutex open_mutex;
   try {
-    run_parallel(tasks.size(), [&](HttpHandle& handle, std::size_t index) {
+    run_parallel(tasks.size(), [&](http::Handle& handle, std::size_t index) {
       const Task& task = tasks[index];
       if (task.whole != nullptr) {
         download_whole(handle, bucket, *task.whole);
@@ -480,7 +468,7 @@ void Client::download(const std::string& bucket, const std::vector<DownloadItem>
   }
 }
 
-void Client::download_whole(HttpHandle& handle, const std::string& bucket, const DownloadItem& item) {
+void Client::download_whole(http::Handle& handle, const std::string& bucket, const DownloadItem& item) {
   const ObjectInfo& object = item.object;
   const std::string what = describe("GET", bucket, object.key);
   const fs::path temporary = temporary_sibling(item.target);
@@ -505,7 +493,7 @@ void Client::download_whole(HttpHandle& handle, const std::string& bucket, const
         call.headers.emplace_back("Range", fmt::format("bytes={}-", progress.written));
         call.headers.emplace_back("If-Match", '"' + object.etag + '"');
       }
-      call.sink = [&](const HttpResponse& response, const char* data, std::size_t size) {
+      call.sink = [&](const http::Response& response, const char* data, std::size_t size) {
         if (response.status == 200 && progress.written > 0 && response.sink_bytes == 0) {
           progress = Progress{};  // the server sent the whole object again: start over
         }
@@ -530,12 +518,12 @@ void Client::download_whole(HttpHandle& handle, const std::string& bucket, const
         progress.written += size;
         return true;
       };
-      const HttpResponse response = send(handle, call);
+      const http::Response response = send(handle, call);
       if (write_error != 0) {
         fail(write_failure_class(write_error), "{}: cannot write {}: {}", what, temporary.string(),
              std::strerror(write_error));
       }
-      if (response.curl_code == CURLE_OK && response.status == 404) {
+      if (response.transport == http::Transport::ok && response.status == 404) {
         // Listed a moment ago: deleted since. A restarted job lists again, so this is worth a retry.
         fail(ExitCode::network, "{}: the object was deleted after it was listed (HTTP 404)", what);
       }
@@ -576,7 +564,7 @@ void Client::download_whole(HttpHandle& handle, const std::string& bucket, const
   }
 }
 
-void Client::download_range(HttpHandle& handle, const std::string& bucket, const ObjectInfo& object, int fd,
+void Client::download_range(http::Handle& handle, const std::string& bucket, const ObjectInfo& object, int fd,
                             std::uint64_t begin, std::uint64_t end) {
   const std::string what = fmt::format("{} bytes {}-{}", describe("GET", bucket, object.key), begin, end);
   std::uint64_t position = begin;
@@ -589,7 +577,7 @@ void Client::download_range(HttpHandle& handle, const std::string& bucket, const
     call.headers.emplace_back("Range", fmt::format("bytes={}-{}", position, end));
     call.headers.emplace_back("If-Match", '"' + object.etag + '"');
     bool whole_object_sent = false;
-    call.sink = [&](const HttpResponse& response, const char* data, std::size_t size) {
+    call.sink = [&](const http::Response& response, const char* data, std::size_t size) {
       if (response.status != 206) {
         whole_object_sent = true;
         return false;
@@ -606,12 +594,12 @@ void Client::download_range(HttpHandle& handle, const std::string& bucket, const
       position += size;
       return true;
     };
-    const HttpResponse response = send(handle, call);
+    const http::Response response = send(handle, call);
     if (write_error != 0) {
       fail(write_failure_class(write_error), "{}: cannot write: {}", what, std::strerror(write_error));
     }
     if (whole_object_sent) fail(ExitCode::network, "{}: the server ignored the Range header", what);
-    if (response.curl_code == CURLE_OK && response.status == 404) {
+    if (response.transport == http::Transport::ok && response.status == 404) {
       // Listed a moment ago: deleted since. A restarted job lists again, so this is worth a retry.
       fail(ExitCode::network, "{}: the object was deleted after it was listed (HTTP 404)", what);
     }
@@ -667,8 +655,7 @@ std::vector<ObjectInfo> Client::upload(const std::string& bucket, const std::vec
       call.bucket = bucket;
       call.key = multipart->item->key;
       call.query = {{"uploads", ""}};
-      call.body = [](char*, std::size_t) -> std::size_t { return 0; };
-      const HttpResponse response = send(lease.get(), call);
+      const http::Response response = send(lease.get(), call);
       if (auto cause = check(response, what, {200})) return cause;
       multipart->upload_id = xml::parse_initiate_multipart_upload(response.body);
       return std::nullopt;
@@ -681,26 +668,27 @@ std::vector<ObjectInfo> Client::upload(const std::string& bucket, const std::vec
       call.bucket = bucket;
       call.key = multipart->item->key;
       call.query = {{"uploadId", multipart->upload_id}};
-      const HttpResponse response =
+      const http::Response response =
           send(lease.get(), call);  // best effort: S3's lifecycle rules clean up the rest
-      if (response.curl_code != CURLE_OK || response.status >= 300) {
+      if (response.transport != http::Transport::ok || response.status >= 300) {
         spdlog::warn("s3: could not abort the multipart upload of s3://{}/{}", bucket, multipart->item->key);
       }
     }
   };
 
   try {
-    run_parallel(tasks.size(), [&](HttpHandle& handle, std::size_t index) {
+    run_parallel(tasks.size(), [&](http::Handle& handle, std::size_t index) {
       const Task& task = tasks[index];
       if (task.single != nullptr) {
-        stored[static_cast<std::size_t>(task.single - items.data())] =
-            put_object(handle, bucket, *task.single);
+        const UploadItem& item = *task.single;
+        stored[static_cast<std::size_t>(&item - items.data())] = ObjectInfo{
+            item.key, task.size, put(handle, bucket, item.key, item.source, 0, task.size, std::nullopt)};
         return;
       }
       Multipart& multipart = *task.multipart;
       multipart.part_etags[static_cast<std::size_t>(task.part_number - 1)].second =
-          upload_part(handle, bucket, multipart.item->key, multipart.upload_id, task.part_number,
-                      multipart.item->source, task.begin, task.size);
+          put(handle, bucket, multipart.item->key, multipart.item->source, task.begin, task.size,
+              UploadPart{multipart.upload_id, task.part_number});
     });
     for (auto& multipart : multiparts) {
       const std::string what = describe("CompleteMultipartUpload", bucket, multipart->item->key);
@@ -714,15 +702,9 @@ std::vector<ObjectInfo> Client::upload(const std::string& bucket, const std::vec
         call.query = {{"uploadId", multipart->upload_id}};
         call.payload_sha256 = sha256_hex(body);
         call.headers.emplace_back("Content-Type", "application/xml");
-        std::size_t sent = 0;
-        call.body = [&](char* buffer, std::size_t size) {
-          const std::size_t n = std::min(size, body.size() - sent);
-          std::memcpy(buffer, body.data() + sent, n);
-          sent += n;
-          return n;
-        };
+        call.body = http::text_body(body);
         call.body_size = body.size();
-        const HttpResponse response = send(lease.get(), call);
+        const http::Response response = send(lease.get(), call);
         if (auto cause = check(response, what, {200})) return cause;
         // S3 may answer 200 and report a failure in the body.
         const xml::ErrorBody error = xml::parse_error(response.body);
@@ -740,43 +722,11 @@ std::vector<ObjectInfo> Client::upload(const std::string& bucket, const std::vec
   return stored;
 }
 
-ObjectInfo Client::put_object(HttpHandle& handle, const std::string& bucket, const UploadItem& item) {
-  const std::string what = describe("PUT", bucket, item.key);
-  FileDescriptor fd(::open(item.source.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) fail(ExitCode::output, "cannot read {}: {}", item.source.string(), std::strerror(errno));
-  struct stat status {};
-  ::fstat(fd.get(), &status);
-  const auto size = static_cast<std::uint64_t>(status.st_size);
-  Digest md5(Digest::Algorithm::md5);
-  Digest sha(Digest::Algorithm::sha256);
-  hash_file_range(item.source, fd.get(), 0, size, {&md5, &sha});
-  const std::string md5_raw = md5.finish();
-  const std::string sha_hex = hex(sha.finish());
-  std::string etag;
-  retrying(what, [&]() -> std::optional<std::string> {
-    Call call;
-    call.method = "PUT";
-    call.bucket = bucket;
-    call.key = item.key;
-    call.payload_sha256 = sha_hex;
-    call.headers.emplace_back("Content-MD5", base64(md5_raw));
-    call.body = file_range_reader(fd.get(), 0, size);
-    call.body_size = size;
-    const HttpResponse response = send(handle, call);
-    if (auto cause = check(response, what, {200})) return cause;
-    etag = xml::strip_quotes(response.header("etag"));
-    if (etag_is_md5(etag) && etag != hex(md5_raw)) {
-      return fmt::format("stored ETag {} is not the file's MD5 {}", etag, hex(md5_raw));
-    }
-    return std::nullopt;
-  });
-  return ObjectInfo{item.key, size, etag};
-}
-
-std::string Client::upload_part(HttpHandle& handle, const std::string& bucket, const std::string& key,
-                                const std::string& upload_id, int part_number, const fs::path& source,
-                                std::uint64_t begin, std::uint64_t size) {
-  const std::string what = fmt::format("{} part {}", describe("UploadPart", bucket, key), part_number);
+std::string Client::put(http::Handle& handle, const std::string& bucket, const std::string& key,
+                        const fs::path& source, std::uint64_t begin, std::uint64_t size,
+                        const std::optional<UploadPart>& part) {
+  const std::string what = part ? fmt::format("{} part {}", describe("UploadPart", bucket, key), part->number)
+                                : describe("PUT", bucket, key);
   FileDescriptor fd(::open(source.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) fail(ExitCode::output, "cannot read {}: {}", source.string(), std::strerror(errno));
   Digest md5(Digest::Algorithm::md5);
@@ -790,15 +740,19 @@ std::string Client::upload_part(HttpHandle& handle, const std::string& bucket, c
     call.method = "PUT";
     call.bucket = bucket;
     call.key = key;
-    call.query = {{"partNumber", std::to_string(part_number)}, {"uploadId", upload_id}};
+    if (part) call.query = {{"partNumber", std::to_string(part->number)}, {"uploadId", part->upload_id}};
     call.payload_sha256 = sha_hex;
     call.headers.emplace_back("Content-MD5", base64(md5_raw));
     call.body = file_range_reader(fd.get(), begin, size);
     call.body_size = size;
-    const HttpResponse response = send(handle, call);
+    const http::Response response = send(handle, call);
     if (auto cause = check(response, what, {200})) return cause;
     etag = xml::strip_quotes(response.header("etag"));
-    if (etag.empty()) return std::string("no ETag in the answer");
+    // CompleteMultipartUpload names every part by its ETag.
+    if (part && etag.empty()) return std::string("no ETag in the answer");
+    if (etag_is_md5(etag) && etag != hex(md5_raw)) {
+      return fmt::format("stored ETag {} is not the MD5 {} of the bytes sent", etag, hex(md5_raw));
+    }
     return std::nullopt;
   });
   return etag;

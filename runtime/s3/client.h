@@ -1,8 +1,8 @@
-// An S3 client on libcurl: ListObjectsV2, HeadObject, verified downloads (ranged parts in parallel for large
-// objects), PutObject and multipart upload. Every request is retried with exponential backoff and jitter on
-// 5xx, 429/SlowDown, timeouts, resets and truncated bodies; a cut download resumes with Range.
+// An S3 client on http/transfer.h (libcurl): ListObjectsV2, HeadObject, verified downloads (ranged parts in
+// parallel for large objects), PutObject and multipart upload. Every request is retried under http/retry.h's
+// policy on 5xx, 429/SlowDown, timeouts, resets and truncated bodies; a cut download resumes with Range.
 //
-// Memory: each transfer in flight holds one libcurl receive buffer (HttpSettings::receive_buffer_bytes,
+// Memory: each transfer in flight holds one libcurl receive buffer (http::Settings::receive_buffer_bytes,
 // 128 KiB) and writes straight to its file with pwrite; uploads read 1 MiB at a time to hash, and libcurl's
 // 64 KiB upload buffer to send. So transfers use at most parallelism x (128 KiB + 1 MiB + 64 KiB), plus
 // the listing (about 200 bytes per key) and one XML page (1 MiB cap). tests/s3 checks the bound.
@@ -19,9 +19,11 @@
 #include <string>
 #include <vector>
 
+#include "http/retry.h"
+#include "http/transfer.h"
 #include "s3/credentials.h"
-#include "s3/http.h"
 #include "s3/object.h"
+#include "s3/sigv4.h"
 
 namespace tp::s3 {
 
@@ -30,11 +32,9 @@ struct TransferSettings {
   std::uint64_t part_size = 8ull << 20;
   std::uint64_t parallel_download_threshold = 32ull << 20;  // larger objects download as parallel ranges
   std::uint64_t multipart_upload_threshold = 64ull << 20;   // larger files upload in parts
-  int max_attempts = 8;                                     // per request, including the first
-  std::chrono::milliseconds backoff_base{200};
-  std::chrono::milliseconds backoff_cap{10'000};
+  http::RetryPolicy retry;                                  // per request
   int list_page_size = 1000;
-  HttpSettings http;
+  http::Settings http;
 };
 
 struct DownloadItem {
@@ -88,36 +88,43 @@ class Client {
     QueryList query;
     HeaderList headers;
     std::string payload_sha256 = std::string(kEmptySha256);
-    BodySource body;
+    http::BodySource body;
     std::uint64_t body_size = 0;
-    BodySink sink;
+    http::BodySink sink;
   };
   class HandleLease;
 
   Target locate(const std::string& bucket, const std::string& key, const QueryList& query) const;
-  HttpResponse send(HttpHandle& handle, const Call& call);
-  // Runs `attempt` until it returns no cause, throws, or attempts run out (then tp::Error(network)).
+  http::Response send(http::Handle& handle, const Call& call);
+  // Runs `attempt` under settings_.retry until it returns no cause (a retryable failure), throws, or
+  // the policy gives up (tp::Error(network)).
   void retrying(const std::string& what, const std::function<std::optional<std::string>()>& attempt);
   // No value for an expected status; the cause for a retryable failure; throws for a permanent one.
-  std::optional<std::string> check(const HttpResponse& response, const std::string& what,
+  std::optional<std::string> check(const http::Response& response, const std::string& what,
                                    std::initializer_list<long> expected) const;
   std::string describe(const std::string& method, const std::string& bucket, const std::string& key) const;
   // Runs count tasks on up to `parallelism` threads, each with its own connection; the first error
   // cancels the rest and is rethrown.
-  void run_parallel(std::size_t count, const std::function<void(HttpHandle&, std::size_t)>& task);
+  void run_parallel(std::size_t count, const std::function<void(http::Handle&, std::size_t)>& task);
 
-  void download_whole(HttpHandle& handle, const std::string& bucket, const DownloadItem& item);
-  void download_range(HttpHandle& handle, const std::string& bucket, const ObjectInfo& object, int fd,
+  void download_whole(http::Handle& handle, const std::string& bucket, const DownloadItem& item);
+  void download_range(http::Handle& handle, const std::string& bucket, const ObjectInfo& object, int fd,
                       std::uint64_t begin, std::uint64_t end);
-  ObjectInfo put_object(HttpHandle& handle, const std::string& bucket, const UploadItem& item);
-  std::string upload_part(HttpHandle& handle, const std::string& bucket, const std::string& key,
-                          const std::string& upload_id, int part_number, const std::filesystem::path& source,
-                          std::uint64_t begin, std::uint64_t size);
+  struct UploadPart {
+    std::string upload_id;
+    int number;
+  };
+  // PUTs bytes [begin, begin + size) of `source`: the whole object (PutObject), or with `part` one part of a
+  // multipart upload (UploadPart). Content-MD5 and the payload's SHA-256 are sent; an ETag that is an MD5
+  // must be the MD5 of the bytes sent. Returns the ETag.
+  std::string put(http::Handle& handle, const std::string& bucket, const std::string& key,
+                  const std::filesystem::path& source, std::uint64_t begin, std::uint64_t size,
+                  const std::optional<UploadPart>& part);
 
   Connection connection_;
   TransferSettings settings_;
   std::mutex idle_handles_mutex_;
-  std::vector<std::unique_ptr<HttpHandle>> idle_handles_;
+  std::vector<std::unique_ptr<http::Handle>> idle_handles_;
   std::atomic<bool> cancel_{false};
 };
 

@@ -1,8 +1,6 @@
 #include "s3/command.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -26,6 +24,20 @@ constexpr char kUsage[] =
     "       trainpoint s3 sync SOURCE DESTINATION                (s3:// prefix <-> local directory)\n"
     "options: --endpoint URL --region NAME --credentials FILE --tenant NAME --ca-bundle FILE\n"
     "         --parallelism N --part-size-mib N";
+
+// What `trainpoint s3 --help` adds to the usage.
+constexpr char kOptions[] =
+    "\noptions:\n"
+    "  -r, --recursive      ls: every key under the prefix; cp: a whole directory or prefix (verified; same files skipped)\n"
+    "  --endpoint URL       the S3 endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, S3_ENDPOINT_URL,\n"
+    "                       MINIO_URL, else AWS)\n"
+    "  --region NAME        the signing region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's, else us-east-1)\n"
+    "  --credentials FILE   keys from this file (shell export lines or JSON); default: the chain of docs/s3.md\n"
+    "  --tenant NAME        the MinIO tenant whose Vault secret /vault/secrets/minio-NAME holds the keys\n"
+    "  --ca-bundle FILE     PEM file of extra CAs trusted for HTTPS\n"
+    "  --parallelism N      transfers in flight (default 16)\n"
+    "  --part-size-mib N    multipart part size in MiB (default 8)\n"
+    "Exit codes: 0 success; 2 bad arguments; 1-127 permanent failures; 128-255 retryable (docs/exit-codes.md).";
 
 struct Arguments {
   std::string verb;
@@ -78,19 +90,6 @@ Arguments parse(const std::vector<std::string>& args) {
   return parsed;
 }
 
-std::string file_md5_hex(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(ExitCode::output, "cannot read {}", path.string());
-  Digest md5(Digest::Algorithm::md5);
-  std::vector<char> buffer(1 << 20);
-  ssize_t got = 0;
-  while ((got = ::read(fd, buffer.data(), buffer.size())) > 0)
-    md5.update(buffer.data(), static_cast<std::size_t>(got));
-  ::close(fd);
-  if (got < 0) fail(ExitCode::output, "cannot read {}", path.string());
-  return hex(md5.finish());
-}
-
 int list_command(const Arguments& arguments) {
   if (arguments.positional.size() != 1) fail(ExitCode::usage, "{}", kUsage);
   const S3Url url = parse_s3_url(arguments.positional[0]);
@@ -103,11 +102,20 @@ int list_command(const Arguments& arguments) {
   return 0;
 }
 
+// Uploads `items`, printing one line per file as the AWS CLI does.
+void upload_files(Client& client, const std::string& bucket, const std::vector<UploadItem>& items) {
+  const std::vector<ObjectInfo> stored = client.upload(bucket, items);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    std::printf("upload: %s -> s3://%s/%s\n", items[i].source.c_str(), bucket.c_str(), stored[i].key.c_str());
+  }
+}
+
 StageRequest stage_request(const Arguments& arguments, const std::string& source,
                            const fs::path& destination) {
   StageRequest request;
   request.source = source;
   request.destination = destination;
+  request.reuse = Reuse::contents;  // a copy holds only what the bucket holds
   request.connection = arguments.connection;
   request.transfer = arguments.transfer;
   return request;
@@ -124,10 +132,7 @@ int copy_command(const Arguments& arguments) {
     if (fs::is_directory(source) && !arguments.recursive) {
       fail(ExitCode::usage, "{} is a directory: add --recursive", source);
     }
-    for (const auto& object : upload_with(client, source, destination)) {
-      std::printf("upload: %s -> s3://%s/%s\n", source.c_str(), parse_s3_url(destination).bucket.c_str(),
-                  object.key.c_str());
-    }
+    upload_files(client, parse_s3_url(destination).bucket, upload_plan(source, destination));
     return 0;
   }
   if (arguments.recursive) {
@@ -180,7 +185,7 @@ int sync_command(const Arguments& arguments) {
       items.push_back({entry.path(), key});
     }
   }
-  client.upload(url.bucket, items);
+  upload_files(client, url.bucket, items);
   std::printf("uploaded %zu files, %zu unchanged\n", items.size(), unchanged);
   return 0;
 }
@@ -188,6 +193,12 @@ int sync_command(const Arguments& arguments) {
 }  // namespace
 
 int run_s3_command(const std::vector<std::string>& args) {
+  // `trainpoint s3 --help`, `trainpoint s3 cp --help`: the usage, as a success.
+  if (std::find(args.begin(), args.end(), "--help") != args.end() ||
+      std::find(args.begin(), args.end(), "-h") != args.end() || (args.size() == 1 && args[0] == "help")) {
+    std::printf("%s\n%s\n", kUsage, kOptions);
+    return 0;
+  }
   const Arguments arguments = parse(args);
   if (arguments.verb == "ls") return list_command(arguments);
   if (arguments.verb == "cp") return copy_command(arguments);

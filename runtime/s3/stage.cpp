@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include <spdlog/spdlog.h>
@@ -18,6 +19,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "s3/checksums.h"
 #include "s3/paths.h"
 
 namespace tp::s3 {
@@ -160,7 +162,9 @@ StagedData stage(const StageRequest& request) {
   fs::create_directories(request.destination, error);
   if (error) fail(ExitCode::output, "cannot create {}: {}", request.destination.string(), error.message());
   const fs::path root = fs::absolute(request.destination);
-  DestinationLock lock(root);
+  const bool journaled = request.reuse == Reuse::journal;
+  std::optional<DestinationLock> lock;
+  if (journaled) lock.emplace(root);
   Client client(resolve_connection(request.connection), request.transfer);
 
   SourceListing listing = list_source(client, request.source);
@@ -190,9 +194,16 @@ StagedData stage(const StageRequest& request) {
   }
 
   remove_stale_temporaries(root);
-  CacheJournal journal(root);
+  std::optional<CacheJournal> journal;
+  if (journaled) journal.emplace(root);
   auto entry_for = [&](const ObjectInfo& object) {
     return CacheEntry{client.connection().endpoint, source.bucket, object.key, object.etag, object.size};
+  };
+  auto in_place = [&](std::size_t index) {
+    if (journal) return journal->holds(relative_paths[index], entry_for(objects[index]));
+    const fs::path file = root / relative_paths[index];
+    return has_size(file, objects[index].size) &&
+           (!etag_is_md5(objects[index].etag) || file_md5_hex(file) == objects[index].etag);
   };
   std::vector<DownloadItem> downloads;
   std::map<std::string, std::size_t> index_of_key;
@@ -200,7 +211,7 @@ StagedData stage(const StageRequest& request) {
   StagedData staged;
   staged.root = root;
   for (const std::size_t index : node_objects) {
-    if (journal.holds(relative_paths[index], entry_for(objects[index]))) {
+    if (in_place(index)) {
       ++staged.cached;
       continue;
     }
@@ -215,11 +226,11 @@ StagedData stage(const StageRequest& request) {
     log::Progress progress("s3 staging", downloads.size(), "objects");
     client.download(source.bucket, downloads, [&](const DownloadItem& item) {
       const std::size_t index = index_of_key.at(item.object.key);
-      journal.record(relative_paths[index], entry_for(item.object));
+      if (journal) journal->record(relative_paths[index], entry_for(item.object));
       progress.advance();
     });
     progress.finish();
-    journal.compact();
+    if (journal) journal->compact();
   }
   staged.downloaded = downloads.size();
   for (const std::size_t index : mine) {
@@ -230,7 +241,7 @@ StagedData stage(const StageRequest& request) {
   return staged;
 }
 
-std::vector<ObjectInfo> upload_with(Client& client, const fs::path& source, const std::string& destination) {
+std::vector<UploadItem> upload_plan(const fs::path& source, const std::string& destination) {
   const S3Url target = parse_s3_url(destination);
   std::vector<UploadItem> items;
   std::error_code error;
@@ -251,9 +262,14 @@ std::vector<ObjectInfo> upload_with(Client& client, const fs::path& source, cons
   } else {
     fail(ExitCode::output, "{} is not a file or a directory", source.string());
   }
+  return items;
+}
+
+std::vector<ObjectInfo> upload_with(Client& client, const fs::path& source, const std::string& destination) {
+  const std::vector<UploadItem> items = upload_plan(source, destination);
   if (items.empty()) return {};
   spdlog::info("s3: uploading {} files from {} to {}", items.size(), source.string(), destination);
-  return client.upload(target.bucket, items);
+  return client.upload(parse_s3_url(destination).bucket, items);
 }
 
 std::vector<ObjectInfo> upload(const UploadRequest& request) {

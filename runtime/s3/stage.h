@@ -26,6 +26,17 @@ struct SourceListing {
 // Throws tp::Error(data) when the bucket does not exist or holds nothing there; usage for rejected credentials.
 SourceListing list_source(Client& client, const std::string& source);
 
+// How staging tells a file already in the destination from one it must fetch.
+enum class Reuse {
+  // The cache journal and lock (kCacheJournalName, kLockName) kept in the destination: the ETag and size
+  // each file was fetched with, shared by the ranks of a node. Training's staging.
+  journal,
+  // Nothing of trainpoint's own in the destination: a file of the object's size, whose MD5 matches the
+  // ETag where that is an MD5 (multipart objects: the size alone). `s3 cp` and `s3 sync`, whose
+  // destination must hold only what the bucket holds.
+  contents,
+};
+
 struct StageRequest {
   std::string source;                 // s3://bucket/prefix (or s3://bucket/key of one object)
   std::filesystem::path destination;  // local root; also the cache, shared by the ranks of a node
@@ -36,6 +47,7 @@ struct StageRequest {
   int local_rank = 0;
   int local_world_size = 1;
   Sharding sharding = Sharding::all;
+  Reuse reuse = Reuse::journal;
   ConnectionOptions connection;
   TransferSettings transfer;
 };
@@ -66,6 +78,10 @@ struct UploadRequest {
   ConnectionOptions connection;
   TransferSettings transfer;
 };
+
+// The files an upload sends and the key of each: a file to s3://bucket/key (or into s3://bucket/prefix/),
+// or every file under a directory, in key order. Throws tp::Error (output) when `source` cannot be read.
+std::vector<UploadItem> upload_plan(const std::filesystem::path& source, const std::string& destination);
 
 // Uploads a checkpoint, a model or an output directory; returns what S3 stored.
 std::vector<ObjectInfo> upload(const UploadRequest& request);

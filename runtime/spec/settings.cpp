@@ -13,9 +13,21 @@ class Declare {
   template <typename Section, typename T>
   Declare(const char* key, Section Spec::*section, T Section::*member) {
     setting_.key = key;
-    setting_.kind = kind_of<T>();
-    setting_.assign = [section, member](Spec& spec, const Value& value) { spec.*section.*member = std::get<T>(value); };
-    setting_.read = [section, member](const Spec& spec) -> Value { return spec.*section.*member; };
+    if constexpr (std::is_enum_v<T>) {
+      // Stored as the enum, read and written as its name; the loader checks the name against `choices` first.
+      using Names = ChoiceNames<T>;
+      setting_.kind = Kind::choice;
+      setting_.choices.assign(Names::names.begin(), Names::names.end());
+      setting_.assign = [section, member](Spec& spec, const Value& value) {
+        const auto found = std::find(Names::names.begin(), Names::names.end(), std::get<std::string>(value));
+        spec.*section.*member = static_cast<T>(found - Names::names.begin());
+      };
+      setting_.read = [section, member](const Spec& spec) -> Value { return std::string(name(spec.*section.*member)); };
+    } else {
+      setting_.kind = kind_of<T>();
+      setting_.assign = [section, member](Spec& spec, const Value& value) { spec.*section.*member = std::get<T>(value); };
+      setting_.read = [section, member](const Spec& spec) -> Value { return spec.*section.*member; };
+    }
   }
   template <typename T>
   Declare& fallback(T value) {
@@ -47,6 +59,10 @@ class Declare {
     setting_.choices = std::move(choices);
     return *this;
   }
+  Declare& changes_run() {
+    setting_.changes_run = true;
+    return *this;
+  }
   Declare& allow_auto() {
     setting_.allow_auto = true;
     return *this;
@@ -66,6 +82,7 @@ class Declare {
     if constexpr (std::is_same_v<T, std::string>) return Kind::string;
     if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) return Kind::integer_list;
     if constexpr (std::is_same_v<T, std::vector<std::string>>) return Kind::string_list;
+    if constexpr (std::is_same_v<T, std::map<std::string, std::string>>) return Kind::string_table;
   }
   Setting setting_;
 };
@@ -74,8 +91,11 @@ std::vector<Setting> declare_all() {
   return {
       // [job]
       Declare("job.name", &Spec::job, &JobSpec::name).fallback("trainpoint").doc("Name of the run, used in logs and outputs."),
-      Declare("job.seed", &Spec::job, &JobSpec::seed).fallback(42).range(0, 4294967295.0)
-          .doc("Seed for weight initialisation, shuffling and augmentation: the same seed and world size give the same run."),
+      Declare("job.seed", &Spec::job, &JobSpec::seed).changes_run().fallback(42).range(0, 4294967295.0)
+          .doc("Seed for weight initialisation, shuffling and augmentation: the same seed and world size give the same run "
+               "on the CPU. On GPUs they give the same initial weights and the same batches, but not bit-identical "
+               "results: cuDNN chooses its convolution algorithms and some CUDA kernels add with atomics, in no fixed "
+               "order."),
       Declare("job.output", &Spec::job, &JobSpec::output).fallback("output")
           .doc("Directory for checkpoints, metrics (metrics.jsonl, metrics.csv, steps.jsonl), report.html, the final "
                "model and the run record (docs/training.md). A relative path is taken from the working directory "
@@ -88,11 +108,28 @@ std::vector<Setting> declare_all() {
                "the repository root once per local rank with torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, "
                "LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), TRAINPOINT_DATA_DIR (the local `data.source`, when set) "
                "and TRAINPOINT_OUTPUT_DIR (`job.output`). [data] and [model] become optional; [train] is ignored."),
+      Declare("job.metrics_port", &Spec::job, &JobSpec::metrics_port).fallback(0).range(0, 65535)
+          .doc("Serve Prometheus metrics at http://<node>:<port>/metrics from local rank 0 of each node, labelled "
+               "with the job and rank: step, epoch, samples, loss, lr, the last step's time, data wait, exposed "
+               "all-reduce and checkpoint seconds, stalled ranks, and GPU memory on CUDA (docs/training.md). "
+               "0: off. render-job's manifests set it from `k8s.metrics_port`."),
+      Declare("job.requirements", &Spec::job, &JobSpec::requirements).optional()
+          .doc("Command mode: a pip requirements file in the repository, such as \"requirements.txt\". Before the "
+               "program starts, its packages are installed into a virtual environment over the image's Python "
+               "(which keeps the image's PyTorch), built once per node and reused while the file, the Python and "
+               "the torch version stay the same; the program runs with that environment's `python3` first in PATH. "
+               "pip reads PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, PIP_TRUSTED_HOST, PIP_CERT and pip.conf. A "
+               "requirement that would replace the image's torch is refused (docs/guide.md)."),
+      Declare("job.env", &Spec::job, &JobSpec::env).fallback(std::map<std::string, std::string>{})
+          .doc("Command mode: environment variables for the program (and for pip), such as "
+               "{ NCCL_DEBUG = \"INFO\", OMP_NUM_THREADS = \"4\" }, or a [job.env] table; `--set job.env.NAME=value` "
+               "sets one. The variables trainpoint gives the program (RANK, WORLD_SIZE, MASTER_ADDR, TRAINPOINT_*...) "
+               "cannot be set here; a PATH here gets the requirements' environment put first."),
       // [data]
-      Declare("data.source", &Spec::data, &DataSpec::source)
+      Declare("data.source", &Spec::data, &DataSpec::source).changes_run()
           .doc("Training data: a local directory or file (a relative path is taken from the repository root), or "
                "s3://bucket/prefix, staged before training (see `data.staging`). Required unless `job.command` is set."),
-      Declare("data.staging", &Spec::data, &DataSpec::staging).fallback("all").choices({"all", "shard", "stream"})
+      Declare("data.staging", &Spec::data, &DataSpec::staging).changes_run().fallback("all")
           .doc("s3:// sources: all (every node stages every object before training; the ranks of a node share one "
                "transfer and cache), shard (each rank stages and trains on only its share, balanced by bytes; every "
                "rank takes as many steps as the smallest share allows) or stream (training starts at once: each "
@@ -108,50 +145,51 @@ std::vector<Setting> declare_all() {
           .doc("s3:// sources: a credentials file (shell `export` lines or JSON, as the Vault agent writes). Unset: "
                "the chain in docs/s3.md (TRAINPOINT_S3_CREDENTIALS, the environment, /vault/secrets, ~/.aws, "
                "anonymous)."),
-      Declare("data.format", &Spec::data, &DataSpec::format).fallback("image_folder").choices({"image_folder", "image_csv", "table_csv"})
-          .doc("image_folder: one subdirectory per class holding PNG or JPEG files. image_csv: a CSV file (or a "
+      Declare("data.format", &Spec::data, &DataSpec::format).changes_run().fallback("image_folder")
+          .doc("image_folder: one subdirectory per class holding PNG or JPEG files; a source holding train/ and valid/ "
+               "(or val/) folders, each with one subdirectory per class, is the training and validation split "
+               "(fastai's layout). image_csv: a CSV file (or a "
                "directory holding one) whose first column is an image path (relative to the file) and whose `data.target` column is the label. "
                "table_csv: a CSV file (or a directory holding one) with a header, feature columns and a target column."),
-      Declare("data.valid", &Spec::data, &DataSpec::valid).fallback(0.2).range(0.0, 0.9)
+      Declare("data.valid", &Spec::data, &DataSpec::valid).changes_run().fallback(0.2).range(0.0, 0.9)
           .doc("Fraction of `data.source` held out for validation (chosen with `job.seed`). Ignored when "
-               "`data.valid_source` is set."),
-      Declare("data.valid_source", &Spec::data, &DataSpec::valid_source).optional()
+               "`data.valid_source` is set, or when an image_folder source holds train/ and valid/ (or val/)."),
+      Declare("data.valid_source", &Spec::data, &DataSpec::valid_source).changes_run().optional()
           .doc("Separate validation data in the same format as `data.source`. Conflicts with `data.valid`."),
-      Declare("data.image_size", &Spec::data, &DataSpec::image_size).fallback(32).range(4, 4096)
+      Declare("data.image_size", &Spec::data, &DataSpec::image_size).changes_run().fallback(32).range(4, 4096)
           .doc("Images are resized to image_size x image_size pixels."),
-      Declare("data.channels", &Spec::data, &DataSpec::channels).fallback(3).range(1, 3)
+      Declare("data.channels", &Spec::data, &DataSpec::channels).changes_run().fallback(3).range(1, 3)
           .doc("Colour channels the model sees: 1 (grayscale) or 3 (RGB). Images are converted."),
-      Declare("data.target", &Spec::data, &DataSpec::target).fallback("label")
+      Declare("data.target", &Spec::data, &DataSpec::target).changes_run().fallback("label")
           .doc("table_csv and image_csv: the name of the target column. In table_csv every other column is a "
                "feature: numeric, or listed in `data.categorical`."),
-      Declare("data.task", &Spec::data, &DataSpec::task).fallback("classification")
-          .choices({"classification", "regression", "multi_label"})
+      Declare("data.task", &Spec::data, &DataSpec::task).changes_run().fallback("classification")
           .doc("table_csv and image_csv: classification (the target is a class name), regression (a number) or "
                "multi_label (image_csv: space-separated class names)."),
       Declare("data.workers", &Spec::data, &DataSpec::workers).fallback(2).range(0, 256)
           .doc("Threads decoding and augmenting data; 0 decodes on the training thread."),
-      Declare("data.augment", &Spec::data, &DataSpec::augment).fallback(std::vector<std::string>{})
+      Declare("data.augment", &Spec::data, &DataSpec::augment).changes_run().fallback(std::vector<std::string>{})
           .choices({"random_resized_crop", "flip"})
           .doc("Random image transforms for training, each deterministic in (job.seed, epoch, sample): "
                "random_resized_crop (scale 0.08-1, aspect ratio 3/4-4/3, as torchvision) and flip (horizontal, p=0.5). "
                "Validation images are only resized."),
-      Declare("data.resize", &Spec::data, &DataSpec::resize).fallback("stretch").choices({"stretch", "crop"})
+      Declare("data.resize", &Spec::data, &DataSpec::resize).changes_run().fallback("stretch").choices({"stretch", "crop"})
           .doc("How images become image_size x image_size: stretch the whole image, or crop (shorter side to "
                "image_size, then the center square)."),
-      Declare("data.normalize", &Spec::data, &DataSpec::normalize).fallback("imagenet").choices({"imagenet", "none"})
+      Declare("data.normalize", &Spec::data, &DataSpec::normalize).changes_run().fallback("imagenet").choices({"imagenet", "none"})
           .doc("Pixel normalization: imagenet ((x - mean) / std with ImageNet statistics) or none (x in [0, 1])."),
-      Declare("data.categorical", &Spec::data, &DataSpec::categorical).fallback(std::vector<std::string>{})
+      Declare("data.categorical", &Spec::data, &DataSpec::categorical).changes_run().fallback(std::vector<std::string>{})
           .doc("table_csv: feature columns holding categories, one-hot encoded (other features must be numeric; "
                "their missing cells, empty or NA, NaN, null, None, become the training split's median and set an "
                "extra input `column=#na#`)."),
       Declare("data.max_bad_files", &Spec::data, &DataSpec::max_bad_files).fallback(10).range(0, 1e12)
           .doc("Corrupted or unsupported images are skipped with a warning (another sample takes their place); the "
                "job fails when a rank finds more than this many."),
-      Declare("data.drop_last", &Spec::data, &DataSpec::drop_last).fallback(false)
+      Declare("data.drop_last", &Spec::data, &DataSpec::drop_last).changes_run().fallback(false)
           .doc("Drop the samples that would not give every rank an equal share (otherwise shares are padded by "
                "repeating samples)."),
       // [model]
-      Declare("model.arch", &Spec::model, &ModelSpec::arch).optional()
+      Declare("model.arch", &Spec::model, &ModelSpec::arch).changes_run().optional()
           .choices({"mlp", "small_cnn", "resnet18", "resnet34", "resnet50", "tabular"})
           .doc("Built-in architecture. mlp: fully connected layers of `model.hidden` units on flattened inputs. "
                "small_cnn: two 3x3 convolutions with max pooling and two fully connected layers. "
@@ -161,12 +199,12 @@ std::vector<Setting> declare_all() {
                "layers on their one-hot columns), continuous ones through batch norm, then `model.hidden` layers "
                "(linear, ReLU, batch norm) and the output layer. "
                "Set either this or `model.torchscript`."),
-      Declare("model.torchscript", &Spec::model, &ModelSpec::torchscript).optional()
+      Declare("model.torchscript", &Spec::model, &ModelSpec::torchscript).changes_run().optional()
           .doc("Path in the repository of a TorchScript module (torch.jit.script(model).save(path)) to train "
                "instead of a built-in architecture."),
-      Declare("model.hidden", &Spec::model, &ModelSpec::hidden).fallback(std::vector<std::int64_t>{128}).range(1, 65536)
+      Declare("model.hidden", &Spec::model, &ModelSpec::hidden).changes_run().fallback(std::vector<std::int64_t>{128}).range(1, 65536)
           .doc("mlp and tabular: the width of each hidden layer."),
-      Declare("model.weights", &Spec::model, &ModelSpec::weights).optional()
+      Declare("model.weights", &Spec::model, &ModelSpec::weights).changes_run().optional()
           .doc("Initial weights: a path in the repository, or s3://bucket/key (downloaded once per node into the "
                "workdir, with `data.endpoint` and `data.credentials`). A TorchScript module, a state dict saved by "
                "Python (torch.save(dict(model.state_dict()), path)) or a trainpoint checkpoint. Every parameter and "
@@ -174,53 +212,52 @@ std::vector<Setting> declare_all() {
                "fresh initialisation when its shape differs (another number of classes)."),
       // [train]
       Declare("train.epochs", &Spec::train, &TrainSpec::epochs).fallback(5).range(1, 100000).doc("Passes over the training data."),
-      Declare("train.batch_size", &Spec::train, &TrainSpec::batch_size).fallback(64).range(1, 65536)
+      Declare("train.batch_size", &Spec::train, &TrainSpec::batch_size).changes_run().fallback(64).range(1, 65536)
           .doc("Samples per step on each rank; the global batch is batch_size x world size."),
-      Declare("train.optimizer", &Spec::train, &TrainSpec::optimizer).fallback("adamw").choices({"sgd", "adam", "adamw"})
+      Declare("train.optimizer", &Spec::train, &TrainSpec::optimizer).changes_run().fallback("adamw")
           .doc("sgd (with `train.momentum`), adam or adamw (decoupled weight decay)."),
-      Declare("train.lr", &Spec::train, &TrainSpec::lr).fallback(1e-3).above(0.0, 10.0)
+      Declare("train.lr", &Spec::train, &TrainSpec::lr).changes_run().fallback(1e-3).above(0.0, 10.0)
           .doc("Peak learning rate."),
-      Declare("train.momentum", &Spec::train, &TrainSpec::momentum).fallback(0.9).range(0.0, 0.999)
+      Declare("train.momentum", &Spec::train, &TrainSpec::momentum).changes_run().fallback(0.9).range(0.0, 0.999)
           .doc("sgd: momentum. adam/adamw: beta1."),
-      Declare("train.nesterov", &Spec::train, &TrainSpec::nesterov).fallback(false)
+      Declare("train.nesterov", &Spec::train, &TrainSpec::nesterov).changes_run().fallback(false)
           .doc("sgd: Nesterov momentum (needs train.momentum > 0)."),
-      Declare("train.weight_decay", &Spec::train, &TrainSpec::weight_decay).fallback(0.01).range(0.0, 1.0)
+      Declare("train.weight_decay", &Spec::train, &TrainSpec::weight_decay).changes_run().fallback(0.01).range(0.0, 1.0)
           .doc("Weight decay (decoupled for adamw)."),
-      Declare("train.schedule", &Spec::train, &TrainSpec::schedule).fallback("one_cycle")
-          .choices({"constant", "one_cycle", "cosine", "step"})
+      Declare("train.schedule", &Spec::train, &TrainSpec::schedule).changes_run().fallback("one_cycle")
           .doc("Learning-rate schedule over all steps. one_cycle: fastai's (warm up from lr/25 to lr, then cosine "
                "annealing to lr/1e5). cosine: linear warmup, then cosine decay to 0. step: lr multiplied by "
                "`train.step_gamma` after every `train.step_every` epochs (PyTorch's StepLR; no warmup). constant: "
                "lr throughout."),
-      Declare("train.warmup", &Spec::train, &TrainSpec::warmup).fallback(0.25).range(0.0, 0.9)
+      Declare("train.warmup", &Spec::train, &TrainSpec::warmup).changes_run().fallback(0.25).range(0.0, 0.9)
           .doc("Fraction of all steps spent warming up (one_cycle's pct_start; cosine's warmup)."),
-      Declare("train.step_every", &Spec::train, &TrainSpec::step_every).fallback(30).range(1, 100000)
+      Declare("train.step_every", &Spec::train, &TrainSpec::step_every).changes_run().fallback(30).range(1, 100000)
           .doc("schedule = \"step\": epochs between two decays of the lr."),
-      Declare("train.step_gamma", &Spec::train, &TrainSpec::step_gamma).fallback(0.1).above(0.0, 1.0)
+      Declare("train.step_gamma", &Spec::train, &TrainSpec::step_gamma).changes_run().fallback(0.1).above(0.0, 1.0)
           .doc("schedule = \"step\": the factor each decay multiplies the lr by."),
-      Declare("train.lr_scaling", &Spec::train, &TrainSpec::lr_scaling).fallback("none").choices({"none", "linear"})
+      Declare("train.lr_scaling", &Spec::train, &TrainSpec::lr_scaling).changes_run().fallback("none").choices({"none", "linear"})
           .doc("linear: multiply train.lr by the world size x train.accumulate (the linear scaling rule with "
                "warmup, Goyal et al. 2017), so a larger global batch gets a larger step; the value is logged. "
                "none: train.lr as written."),
-      Declare("train.accumulate", &Spec::train, &TrainSpec::accumulate).fallback(1).range(1, 1024)
+      Declare("train.accumulate", &Spec::train, &TrainSpec::accumulate).changes_run().fallback(1).range(1, 1024)
           .doc("Batches whose gradients are summed before one optimizer step (gradient accumulation); ranks "
                "communicate once per step."),
-      Declare("train.clip_norm", &Spec::train, &TrainSpec::clip_norm).fallback(0.0).range(0.0, 1e6)
+      Declare("train.clip_norm", &Spec::train, &TrainSpec::clip_norm).changes_run().fallback(0.0).range(0.0, 1e6)
           .doc("Clip the gradients' global norm to this after the all-reduce; 0 turns clipping off."),
-      Declare("train.label_smoothing", &Spec::train, &TrainSpec::label_smoothing).fallback(0.0).range(0.0, 0.5)
+      Declare("train.label_smoothing", &Spec::train, &TrainSpec::label_smoothing).changes_run().fallback(0.0).range(0.0, 0.5)
           .doc("Classification: label smoothing of the cross-entropy loss."),
       Declare("train.top_k", &Spec::train, &TrainSpec::top_k).fallback(5).range(1, 1000)
           .doc("Classification: validation also reports top-k accuracy (the target among the k highest scores), "
                "when there are more than k classes."),
-      Declare("train.freeze_epochs", &Spec::train, &TrainSpec::freeze_epochs).fallback(0).range(0, 100000)
+      Declare("train.freeze_epochs", &Spec::train, &TrainSpec::freeze_epochs).changes_run().fallback(0).range(0, 100000)
           .doc("Fine-tuning as fastai's fine_tune: the first N of `train.epochs` train only the head (the last "
                "layer; the body's BatchNorm layers keep training), then everything trains, the body at lr x "
                "`train.body_lr_factor`. Each phase has its own `train.schedule` cycle over its steps. 0: no "
                "freezing. Use with pretrained `model.weights`."),
-      Declare("train.body_lr_factor", &Spec::train, &TrainSpec::body_lr_factor).fallback(0.01).above(0.0, 1.0)
+      Declare("train.body_lr_factor", &Spec::train, &TrainSpec::body_lr_factor).changes_run().fallback(0.01).above(0.0, 1.0)
           .doc("With `train.freeze_epochs`: the body's learning rate relative to the head's (fastai's "
                "fine_tune trains the body at lr/100)."),
-      Declare("train.precision", &Spec::train, &TrainSpec::precision).fallback("fp32").choices({"fp32", "bf16", "fp16"})
+      Declare("train.precision", &Spec::train, &TrainSpec::precision).changes_run().fallback("fp32")
           .doc("fp32: float32 throughout. bf16: forward passes under autocast to bfloat16 (on the CPU or the "
                "GPU); weights, gradients, optimizer state and metrics stay float32. fp16: autocast to float16 with "
                "dynamic loss scaling (as torch.cuda.amp.GradScaler: a step whose gradients overflow is skipped and "
@@ -229,16 +266,15 @@ std::vector<Setting> declare_all() {
           .choices({"auto", "true", "false"})
           .doc("Keep images and 4-D weights in channels_last (NHWC) memory format. auto: on for the built-in "
                "convolutional nets (small_cnn and the ResNets), off for a TorchScript model, whose `view` calls may "
-               "not accept NHWC tensors; true or false forces it. Measured (docs/benchmarks.md): the small CNN "
-               "trains 1.1-1.3x faster on the CPU, the ResNets about the same on the CPU, and GPU convolutions with "
-               "bf16 or fp16 much faster (ResNet-50 nearly twice as fast on an H200)."),
+               "not accept NHWC tensors; true or false forces it. Measured on the CPU (docs/benchmarks.md): the small "
+               "CNN trains 1.1-1.3x faster, the ResNets about the same. Not measured on a GPU yet."),
       Declare("train.lr_find", &Spec::train, &TrainSpec::lr_find).fallback(false)
           .doc("Instead of training, run fastai's learning-rate range test: up to 100 steps with the lr growing "
                "exponentially from 1e-7 to 10, stopping when the smoothed loss passes 4x its minimum. Writes "
                "lr_find.jsonl and lr_find.html and logs the suggested train.lr (a tenth of the lr with the lowest "
                "loss) and the lr of the steepest descent; no model is saved (docs/training.md)."),
       // [dist]
-      Declare("dist.backend", &Spec::dist, &DistSpec::backend).fallback("auto").choices({"auto", "gloo", "nccl"})
+      Declare("dist.backend", &Spec::dist, &DistSpec::backend).fallback("auto")
           .doc("Collective backend: auto picks nccl with CUDA and gloo otherwise."),
       Declare("dist.nproc_per_node", &Spec::dist, &DistSpec::nproc_per_node).fallback(0).allow_auto().range(1, 1024)
           .doc("Worker processes on each node: \"auto\" (one per GPU, 1 on CPU) or a number."),
@@ -266,7 +302,8 @@ std::vector<Setting> declare_all() {
           .doc("auto: continue from the newest valid checkpoint in the output directory. never: start afresh."),
       // [k8s]
       Declare("k8s.kind", &Spec::k8s, &K8sSpec::kind).fallback("pytorchjob").choices({"pytorchjob", "trainjob"})
-          .doc("render-job: a Kubeflow PyTorchJob (kubeflow.org/v1) or a Kubeflow Trainer v2 TrainJob."),
+          .doc("render-job: a Kubeflow PyTorchJob (kubeflow.org/v1, training-operator v1.9) or a Kubeflow Trainer "
+               "v2.2 TrainJob (trainer.kubeflow.org/v1alpha1, its pods set by `runtimePatches`)."),
       Declare("k8s.name", &Spec::k8s, &K8sSpec::name).optional()
           .doc("render-job: the job's name in Kubernetes (lowercase letters, digits, '-'). Unset: `job.name`."),
       Declare("k8s.namespace", &Spec::k8s, &K8sSpec::name_space).optional()
@@ -289,17 +326,24 @@ std::vector<Setting> declare_all() {
                "across pod restarts; it must be writable by the image's user (uid 1000). Unset: an emptyDir per pod."),
       Declare("k8s.backoff_limit", &Spec::k8s, &K8sSpec::backoff_limit).fallback(3).range(0, 1000)
           .doc("render-job: pod restarts after retryable failures (exit codes 128-255) before the job fails."),
+      Declare("k8s.grace_s", &Spec::k8s, &K8sSpec::grace_s).fallback(60).range(5, 86400)
+          .doc("The pods' terminationGracePeriodSeconds: after SIGTERM (preemption, a node drain) every rank stops "
+               "at one step and a checkpoint is written within this time. `run` warns when a checkpoint takes more "
+               "than half of it to save; a node's launcher gives its workers this long before SIGKILL."),
       Declare("k8s.secret", &Spec::k8s, &K8sSpec::secret).optional()
           .doc("render-job: a Secret whose keys TRAINPOINT_GIT_TOKEN, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
                "(each optional) become the pods' environment. The manifest names the Secret, never its values."),
       Declare("k8s.vault_role", &Spec::k8s, &K8sSpec::vault_role).optional()
           .doc("render-job: the Vault role of the platform's Vault agent, which writes MinIO keys to "
-               "/vault/secrets/minio-<k8s.vault_tenant> (PyTorchJob only; with vault_tenant and vault_path)."),
+               "/vault/secrets/minio-<k8s.vault_tenant> (with vault_tenant and vault_path)."),
       Declare("k8s.vault_tenant", &Spec::k8s, &K8sSpec::vault_tenant).optional()
           .doc("render-job: the MinIO tenant of the Vault secret, such as \"standard\"."),
       Declare("k8s.vault_path", &Spec::k8s, &K8sSpec::vault_path).optional()
           .doc("render-job: the Vault path holding accessKeyId and secretAccessKey, such as "
                "\"minio_standard/keys/profile-team\"."),
+      Declare("k8s.metrics_port", &Spec::k8s, &K8sSpec::metrics_port).fallback(9400).range(0, 65535)
+          .doc("render-job: the pods serve Prometheus metrics on this port (`job.metrics_port`), announced by the "
+               "prometheus.io/scrape, port and path annotations (and the container port of a PyTorchJob). 0: none."),
   };
 }
 
@@ -326,6 +370,7 @@ std::string kind_name(const Setting& setting) {
     case Kind::choice: return setting.takes_booleans() ? "boolean or string" : "string";
     case Kind::integer_list: return "array of integers";
     case Kind::string_list: return "array of strings";
+    case Kind::string_table: return "table of strings";
   }
   return "value";
 }
@@ -364,6 +409,11 @@ std::string to_toml(const Value& value) {
       std::vector<std::string> items;
       for (const auto& item : v) items.push_back((*this)(item));
       return fmt::format("[{}]", fmt::join(items, ", "));
+    }
+    std::string operator()(const std::map<std::string, std::string>& v) const {
+      std::vector<std::string> items;
+      for (const auto& [name, value] : v) items.push_back(fmt::format("{} = {}", name, (*this)(value)));
+      return items.empty() ? "{}" : fmt::format("{{ {} }}", fmt::join(items, ", "));
     }
   };
   return std::visit(Printer{}, value);

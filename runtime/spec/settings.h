@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -14,9 +15,10 @@
 
 namespace tp::spec {
 
-using Value = std::variant<bool, std::int64_t, double, std::string, std::vector<std::int64_t>, std::vector<std::string>>;
+using Value = std::variant<bool, std::int64_t, double, std::string, std::vector<std::int64_t>, std::vector<std::string>,
+                           std::map<std::string, std::string>>;
 
-enum class Kind { boolean, integer, number, string, choice, integer_list, string_list };
+enum class Kind { boolean, integer, number, string, choice, integer_list, string_list, string_table };
 
 struct Setting {
   std::string key;  // "section.name"
@@ -28,6 +30,9 @@ struct Setting {
   std::optional<double> max;
   bool min_exclusive = false;
   std::vector<std::string> choices;
+  // Changing it makes another run: checkpoints written under the old value are not resumed
+  // (docs/distributed.md, "Restarts"). Settings of speed, logging and placement leave the run as it is.
+  bool changes_run = false;
   std::string doc;
   std::function<void(Spec&, const Value&)> assign;
   std::function<Value(const Spec&)> read;
@@ -41,6 +46,9 @@ struct Setting {
 };
 
 const std::vector<Setting>& settings();
+
+// Whether command mode (job.command set) reads `setting`; describe shows only those in command mode.
+bool used_in_command_mode(const Setting& setting);
 const Setting* find_setting(const std::string& key);
 std::string kind_name(const Setting& setting);
 // A value as it would be written in TOML.

@@ -3,10 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cctype>
 #include <cstdint>
+#include <map>
 #include <string_view>
 #include <toml++/toml.h>
+#include <tuple>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -33,7 +37,67 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
   return previous[b.size()];
 }
 
+// Names other tools give to trainpoint's settings (PyTorch, Hugging Face, Lightning, fastai), by setting name.
+const std::map<std::string, std::string>& common_names() {
+  static const std::map<std::string, std::string> names{
+      {"learning_rate", "lr"}, {"base_lr", "lr"}, {"max_lr", "lr"},
+      {"num_epochs", "epochs"}, {"n_epochs", "epochs"}, {"max_epochs", "epochs"}, {"num_train_epochs", "epochs"},
+      {"bs", "batch_size"}, {"batch", "batch_size"}, {"per_device_train_batch_size", "batch_size"},
+      {"train_batch_size", "batch_size"},
+      {"wd", "weight_decay"}, {"optim", "optimizer"}, {"opt", "optimizer"},
+      {"scheduler", "schedule"}, {"lr_scheduler", "schedule"}, {"lr_scheduler_type", "schedule"},
+      {"lr_schedule", "schedule"}, {"warmup_ratio", "warmup"}, {"pct_start", "warmup"},
+      {"gradient_accumulation_steps", "accumulate"}, {"accumulate_grad_batches", "accumulate"},
+      {"grad_accum", "accumulate"}, {"max_grad_norm", "clip_norm"}, {"gradient_clip_val", "clip_norm"},
+      {"grad_clip", "clip_norm"}, {"clip_grad_norm", "clip_norm"}, {"mixed_precision", "precision"},
+      {"amp", "precision"}, {"fp16", "precision"}, {"bf16", "precision"},
+      {"num_workers", "workers"}, {"dataloader_num_workers", "workers"},
+      {"nproc", "nproc_per_node"}, {"nprocs", "nproc_per_node"}, {"gpus", "nproc_per_node"},
+      {"architecture", "arch"}, {"model", "arch"}, {"backbone", "arch"}, {"pretrained", "weights"},
+      {"checkpoint", "weights"}, {"img_size", "image_size"}, {"size", "image_size"}, {"resolution", "image_size"},
+      {"data_dir", "source"}, {"path", "source"}, {"train_dir", "source"}, {"dataset", "source"},
+      {"train", "source"}, {"valid_dir", "valid_source"}, {"val_dir", "valid_source"},
+      {"validation", "valid_source"}, {"valid_pct", "valid"}, {"val_split", "valid"},
+      {"validation_split", "valid"}, {"label", "target"}, {"label_column", "target"}, {"y", "target"},
+      {"output_dir", "output"}, {"out_dir", "output"}, {"save_dir", "output"}, {"random_seed", "seed"},
+      {"cmd", "command"}, {"script", "command"}, {"save_every", "every_epochs"}, {"resume_from", "resume"},
+      {"save_total_limit", "keep"},
+  };
+  return names;
+}
+
+// The settings named `name` (in any section), the one in `section` first.
+std::vector<const Setting*> settings_named(const std::string& name, const std::string& section) {
+  std::vector<const Setting*> found;
+  for (const auto& setting : settings()) {
+    if (setting.name() != name) continue;
+    if (setting.section() == section) {
+      found.insert(found.begin(), &setting);
+    } else {
+      found.push_back(&setting);
+    }
+  }
+  return found;
+}
+
 std::string suggestion_for(const std::string& unknown_key) {
+  // A known name in the wrong section or without one ("epochs" for train.epochs), or another tool's name
+  // for a setting ("learning_rate" for train.lr).
+  const auto dot = unknown_key.find('.');
+  const std::string section = dot == std::string::npos ? "" : unknown_key.substr(0, dot);
+  std::string name = dot == std::string::npos ? unknown_key : unknown_key.substr(dot + 1);
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::replace(name.begin(), name.end(), '-', '_');
+  if (const auto common = common_names().find(name); common != common_names().end()) name = common->second;
+  const std::vector<const Setting*> named = settings_named(name, section);
+  if (!named.empty() && (named.front()->section() == section || named.size() == 1)) {
+    return fmt::format(" (did you mean '{}'?)", named.front()->key);
+  }
+  if (!named.empty()) {
+    std::vector<std::string> keys;
+    for (const Setting* setting : named) keys.push_back("'" + setting->key + "'");
+    return fmt::format(" (did you mean {}?)", fmt::join(keys, " or "));
+  }
   const Setting* nearest = nullptr;
   std::size_t best = std::string::npos;
   for (const auto& setting : settings()) {
@@ -49,6 +113,28 @@ std::string suggestion_for(const std::string& unknown_key) {
 
 [[noreturn]] void unknown_key(const std::string& at, const std::string& key) {
   fail(ExitCode::spec, "{}: unknown key '{}'{}", at, key, suggestion_for(key));
+}
+
+// What trainpoint itself gives a command-mode program: job.env cannot change it.
+bool set_by_trainpoint(const std::string& name) {
+  static const char* const kNames[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                                       "MASTER_PORT", "VIRTUAL_ENV"};
+  return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames) || name.rfind("TRAINPOINT_", 0) == 0;
+}
+
+void check_environment_name(const std::string& key, const std::string& name, const std::string& at) {
+  const bool valid = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                     std::all_of(name.begin(), name.end(), [](char c) {
+                       return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                     });
+  if (!valid) {
+    fail(ExitCode::spec, "{}: {}: '{}' is not an environment variable name (letters, digits and '_', not starting "
+         "with a digit)", at, key, name);
+  }
+  if (set_by_trainpoint(name)) {
+    fail(ExitCode::spec, "{}: {}: {} is set by trainpoint for the program (docs/spec.md, job.command) and cannot be "
+         "changed here", at, key, name);
+  }
 }
 
 // Converts one TOML node to the setting's type and checks its bounds. `at` locates it in messages.
@@ -131,6 +217,25 @@ Value convert(const Setting& setting, const toml::node& node, const std::string&
       }
       return values;
     }
+    case Kind::string_table: {
+      const auto* table = node.as_table();
+      if (table == nullptr) return type_error(type_of(node));
+      std::map<std::string, std::string> values;
+      for (const auto& [name_key, element] : *table) {
+        const std::string name(name_key.str());
+        // A file's entries are located by their own line; a --set table by the --set.
+        const std::string entry_at = element.source().path ? where(*element.source().path, element.source()) : at;
+        check_environment_name(setting.key, name, entry_at);
+        if (element.is_string()) {
+          values[name] = *element.value<std::string>();
+        } else if (element.is_integer()) {
+          values[name] = std::to_string(*element.value<std::int64_t>());
+        } else {
+          fail(ExitCode::spec, "{}: {}.{}: expected a string, got {}", entry_at, setting.key, name, type_of(element));
+        }
+      }
+      return values;
+    }
   }
   return type_error(type_of(node));
 }
@@ -159,8 +264,12 @@ bool valid_utf8(std::string_view text) {
 
 bool is_set(const Value& value) {
   if (const auto* text = std::get_if<std::string>(&value)) return !text->empty();
+  if (const auto* table = std::get_if<std::map<std::string, std::string>>(&value)) return !table->empty();
   return true;
 }
+
+// The most errors one message lists.
+constexpr std::size_t kErrorsShown = 20;
 
 class Loader {
  public:
@@ -185,28 +294,73 @@ class Loader {
     } catch (const toml::parse_error& error) {
       fail(ExitCode::spec, "{}: invalid TOML: {}", where(source_name_, error.source()), error.description());
     }
-    for (const auto& [section_key, section_node] : root) {
+    // Every key is checked: the errors of a file are reported together, not one per run, in the file's order
+    // (a table lists its keys sorted).
+    std::vector<std::pair<toml::source_position, std::string>> found;
+    const auto collect_at = [&](const toml::source_region& region, auto&& check) {
+      const std::size_t before = errors_.size();
+      collect(check);
+      if (errors_.size() > before) {
+        found.emplace_back(region.begin, std::move(errors_.back()));
+        errors_.pop_back();
+      }
+    };
+    // Named references, not structured bindings: C++17 lambdas cannot capture those (clang refuses).
+    for (const auto& section_entry : root) {
+      const toml::key& section_key = section_entry.first;
+      const toml::node& section_node = section_entry.second;
+      if (found.size() > kErrorsShown) break;  // enough to read; a generated file may hold millions
       const std::string section(section_key.str());
       const auto* table = section_node.as_table();
       if (table == nullptr) {
         const std::string at = where(source_name_, section_key.source());
-        if (known_section(section)) {
-          fail(ExitCode::spec, "{}: {}: expected a table ([{}]), got {}", at, section, section,
-               section_node.is_array() ? "an array" : "a value");
-        }
-        unknown_key(at, section);
+        collect_at(section_key.source(), [&] {
+          if (known_section(section)) {
+            fail(ExitCode::spec, "{}: {}: expected a table ([{}]), got {}", at, section, section,
+                 section_node.is_array() ? "an array" : "a value");
+          }
+          unknown_key(at, section);
+        });
+        continue;
       }
-      for (const auto& [name_key, node] : *table) {
-        const std::string key = section + "." + std::string(name_key.str());
-        const std::string at = where(source_name_, name_key.source());
-        const Setting* setting = find_setting(key);
-        if (setting == nullptr) unknown_key(at, key);
-        set(*setting, convert(*setting, node, where(source_name_, node.source())), at);
+      for (const auto& entry : *table) {
+        const toml::key& name_key = entry.first;
+        const toml::node& node = entry.second;
+        collect_at(name_key.source(), [&] {
+          const std::string key = section + "." + std::string(name_key.str());
+          const std::string at = where(source_name_, name_key.source());
+          const Setting* setting = find_setting(key);
+          if (setting == nullptr) unknown_key(at, key);
+          set(*setting, convert(*setting, node, where(source_name_, node.source())), at);
+        });
       }
       if (table->empty() && !known_section(section)) {
-        unknown_key(where(source_name_, section_key.source()), section);
+        collect_at(section_key.source(), [&] { unknown_key(where(source_name_, section_key.source()), section); });
       }
     }
+    std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.first.line, a.first.column) < std::tie(b.first.line, b.first.column);
+    });
+    for (auto& error : found) errors_.push_back(std::move(error.second));
+  }
+
+  // Runs `check`; a spec error it throws is kept, to be reported with the others.
+  template <typename Check>
+  void collect(Check&& check) {
+    try {
+      check();
+    } catch (const Error& error) {
+      if (error.code() != ExitCode::spec) throw;
+      errors_.emplace_back(error.what());
+    }
+  }
+
+  // Throws the errors collected so far as one tp::Error (spec), one per line, the first one first.
+  void throw_collected() const {
+    if (errors_.empty()) return;
+    const std::vector<std::string> shown(errors_.begin(), errors_.begin() + std::min(errors_.size(), kErrorsShown));
+    fail(ExitCode::spec, "{}{}", fmt::join(shown, "\n"),
+         errors_.size() > kErrorsShown ? fmt::format("\n(the first {} errors; there are more)", kErrorsShown) : "");
   }
 
   void apply_override(const std::string& assignment) {
@@ -217,6 +371,15 @@ class Loader {
     }
     const std::string key = assignment.substr(0, equals);
     const std::string text = assignment.substr(equals + 1);
+    if (const Setting* table = table_holding(key)) {
+      // job.env.NAME=value: one entry of a table, taken as it is (a string).
+      const std::string name = key.substr(table->key.size() + 1);
+      check_environment_name(table->key, name, at);
+      auto entries = std::get<std::map<std::string, std::string>>(table->read(loaded_.spec));
+      entries[name] = text;
+      set(*table, entries, "--set");
+      return;
+    }
     const Setting* setting = find_setting(key);
     if (setting == nullptr) unknown_key(at, key);
     // The value is read as a TOML value; a bare word for a string setting is taken as the string.
@@ -235,49 +398,83 @@ class Loader {
   }
 
   LoadedSpec finish() {
+    // Settings that could not be read leave defaults behind: checks of how settings go together would
+    // report mistakes that are not there.
+    throw_collected();
     const Spec& spec = loaded_.spec;
     // In command mode the user's program reads its own data and builds its own model.
     const bool command_mode = !spec.job.command.empty();
     for (const auto& setting : settings()) {
       if (command_mode && (setting.section() == "data" || setting.section() == "model")) continue;
       if (!setting.default_value && !setting.optional && !is_set(setting.read(spec))) {
-        fail(ExitCode::spec, "{}: missing required key '{}': {}", source_name_, setting.key, setting.doc);
+        errors_.push_back(fmt::format("{}: missing required key '{}': {}", source_name_, setting.key, setting.doc));
       }
     }
-    if (!command_mode && spec.model.arch.empty() == spec.model.torchscript.empty()) {
-      if (spec.model.arch.empty()) {
-        fail(ExitCode::spec, "{}: [model] needs 'model.arch' (a built-in architecture) or 'model.torchscript'",
-             source_name_);
-      }
-      fail(ExitCode::spec, "{}: model.torchscript conflicts with model.arch ({}): set only one of them",
-           loaded_.origins.at("model.torchscript"), loaded_.origins.at("model.arch"));
-    }
-    if (!spec.data.valid_source.empty() && loaded_.origins.at("data.valid") != "default") {
-      fail(ExitCode::spec, "{}: data.valid conflicts with data.valid_source ({}): set only one of them",
-           loaded_.origins.at("data.valid"), loaded_.origins.at("data.valid_source"));
-    }
-    if (spec.data.channels == 2) {
-      fail(ExitCode::spec, "{}: data.channels: 2 is not one of: 1 (grayscale), 3 (RGB)", loaded_.origins.at("data.channels"));
-    }
-    if (spec.train.nesterov && (spec.train.optimizer != "sgd" || spec.train.momentum == 0)) {
-      fail(ExitCode::spec,
-           "{}: train.nesterov = true needs train.optimizer = \"sgd\" ({}: \"{}\") and train.momentum > 0 ({}: {})",
-           loaded_.origins.at("train.nesterov"), loaded_.origins.at("train.optimizer"), spec.train.optimizer,
-           loaded_.origins.at("train.momentum"), spec.train.momentum);
-    }
-    if (spec.train.freeze_epochs > spec.train.epochs) {
-      fail(ExitCode::spec, "{}: train.freeze_epochs ({}) is more than train.epochs ({}: {})",
-           loaded_.origins.at("train.freeze_epochs"), spec.train.freeze_epochs, loaded_.origins.at("train.epochs"),
-           spec.train.epochs);
-    }
-    if (spec.data.format == "table_csv" && spec.model.arch == "small_cnn") {
-      fail(ExitCode::spec, "{}: model.arch 'small_cnn' needs images, but data.format is 'table_csv' ({}): use 'mlp'",
-           loaded_.origins.at("model.arch"), loaded_.origins.at("data.format"));
-    }
+    check_combinations(spec, command_mode);
+    throw_collected();
     return std::move(loaded_);
   }
 
+  // How settings go together; each mistake is collected.
+  void check_combinations(const Spec& spec, bool command_mode) {
+    const auto& origin = loaded_.origins;
+    for (const char* key : {"job.requirements", "job.env"}) {
+      const auto set_at = origin.find(key);  // an optional setting has no origin until it is set
+      if (!command_mode && set_at != origin.end() && set_at->second != "default") {
+        errors_.push_back(fmt::format("{}: {} is for command mode: set job.command to the program it is for",
+                                      set_at->second, key));
+      }
+    }
+    if (!spec.job.requirements.empty() && (std::filesystem::path(spec.job.requirements).is_absolute() ||
+                                           spec.job.requirements.find("..") != std::string::npos)) {
+      errors_.push_back(fmt::format("{}: job.requirements: '{}' must be a path inside the repository, such as "
+                                    "\"requirements.txt\"", origin.at("job.requirements"), spec.job.requirements));
+    }
+    if (!command_mode && spec.model.arch.empty() && spec.model.torchscript.empty()) {
+      errors_.push_back(fmt::format(
+          "{}: [model] needs 'model.arch' (a built-in architecture) or 'model.torchscript'", source_name_));
+    }
+    if (!command_mode && !spec.model.arch.empty() && !spec.model.torchscript.empty()) {
+      errors_.push_back(fmt::format("{}: model.torchscript conflicts with model.arch ({}): set only one of them",
+                                    origin.at("model.torchscript"), origin.at("model.arch")));
+    }
+    if (!spec.data.valid_source.empty() && origin.at("data.valid") != "default") {
+      errors_.push_back(fmt::format("{}: data.valid conflicts with data.valid_source ({}): set only one of them",
+                                    origin.at("data.valid"), origin.at("data.valid_source")));
+    }
+    if (spec.data.channels == 2) {
+      errors_.push_back(
+          fmt::format("{}: data.channels: 2 is not one of: 1 (grayscale), 3 (RGB)", origin.at("data.channels")));
+    }
+    if (spec.train.nesterov && (spec.train.optimizer != Optimizer::sgd || spec.train.momentum == 0)) {
+      errors_.push_back(fmt::format(
+          "{}: train.nesterov = true needs train.optimizer = \"sgd\" ({}: \"{}\") and train.momentum > 0 ({}: {})",
+          origin.at("train.nesterov"), origin.at("train.optimizer"), name(spec.train.optimizer), origin.at("train.momentum"),
+          spec.train.momentum));
+    }
+    if (spec.train.freeze_epochs > spec.train.epochs) {
+      errors_.push_back(fmt::format("{}: train.freeze_epochs ({}) is more than train.epochs ({}: {})",
+                                    origin.at("train.freeze_epochs"), spec.train.freeze_epochs,
+                                    origin.at("train.epochs"), spec.train.epochs));
+    }
+    if (spec.data.format == DataFormat::table_csv && spec.model.arch == "small_cnn") {
+      errors_.push_back(
+          fmt::format("{}: model.arch 'small_cnn' needs images, but data.format is 'table_csv' ({}): use 'mlp'",
+                      origin.at("model.arch"), origin.at("data.format")));
+    }
+  }
+
  private:
+  // The table setting that `key` names an entry of (job.env.NAME), if any.
+  static const Setting* table_holding(const std::string& key) {
+    for (const auto& setting : settings()) {
+      if (setting.kind == Kind::string_table && key.size() > setting.key.size() + 1 &&
+          key.compare(0, setting.key.size() + 1, setting.key + ".") == 0) {
+        return &setting;
+      }
+    }
+    return nullptr;
+  }
   static bool known_section(const std::string& section) {
     return std::any_of(settings().begin(), settings().end(), [&](const Setting& s) { return s.section() == section; });
   }
@@ -288,16 +485,27 @@ class Loader {
 
   std::string source_name_;
   LoadedSpec loaded_;
+  std::vector<std::string> errors_;  // spec errors found so far, reported together
 };
 
 LoadedSpec load(std::string_view document, const std::vector<std::string>& overrides, const std::string& source_name) {
   Loader loader(source_name);
   loader.apply_document(document);
-  for (const auto& assignment : overrides) loader.apply_override(assignment);
+  for (const auto& assignment : overrides) loader.collect([&] { loader.apply_override(assignment); });
   return loader.finish();
 }
 
 }  // namespace
+
+// What command mode reads: the job, where the data comes from, the processes, the preflight's rendezvous
+// wait and render-job's settings. The rest (the seed and /metrics too) belongs to trainpoint's own training.
+bool used_in_command_mode(const Setting& setting) {
+  static const char* const kKeys[] = {"data.source", "data.endpoint", "data.credentials", "dist.nproc_per_node",
+                                      "dist.timeout_s"};
+  const bool training_only = setting.key == "job.seed" || setting.key == "job.metrics_port";
+  return (setting.section() == "job" && !training_only) || setting.section() == "k8s" ||
+         std::find(std::begin(kKeys), std::end(kKeys), setting.key) != std::end(kKeys);
+}
 
 LoadedSpec load_string(std::string_view document, const std::vector<std::string>& overrides,
                        const std::string& source_name) {
@@ -318,9 +526,15 @@ LoadedSpec load_file(const std::filesystem::path& file, const std::vector<std::s
 }
 
 std::string describe(const LoadedSpec& loaded) {
+  const bool command_mode = !loaded.spec.job.command.empty();
   std::string out;
+  if (command_mode) {
+    out += "# command mode: the settings your program's run uses; [train], [model], [checkpoint] and the other "
+           "[data] and [dist] settings are not used\n";
+  }
   std::string section;
   for (const auto& setting : settings()) {
+    if (command_mode && !used_in_command_mode(setting)) continue;
     if (setting.section() != section) {
       section = setting.section();
       out += fmt::format("{}[{}]\n", out.empty() ? "" : "\n", section);
@@ -343,13 +557,25 @@ std::string describe(const LoadedSpec& loaded) {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> run_settings(const Spec& spec) {
+  std::vector<std::pair<std::string, std::string>> values;
+  for (const auto& setting : settings()) {
+    if (!setting.changes_run) continue;
+    if (setting.key == "data.valid" && !spec.data.valid_source.empty()) continue;  // ignored then
+    values.emplace_back(setting.key, to_toml(setting.read(spec)));
+  }
+  return values;
+}
+
 std::string markdown_reference() {
   std::string out =
       "# Training spec reference\n\n"
       "<!-- Generated by `trainpoint spec-reference` from runtime/spec/settings.cpp; a test keeps it in step. -->\n\n"
       "A spec is a TOML file in your repository. Values resolve in this order: built-in defaults, then the file, "
-      "then `--set key=value` on the command line (or `TRAINPOINT_SET`). Unknown keys are errors. "
-      "`trainpoint check --spec FILE` prints the resolved spec and where each value came from.\n";
+      "then `--set key=value` on the command line (or `TRAINPOINT_SET`). Unknown keys are errors, and "
+      "every error of a file is reported at once. `trainpoint check FILE` prints the resolved spec and where each value came from. "
+      "Settings marked *(run)* change what a run computes: a restart resumes only checkpoints written with the "
+      "same values, and `train.epochs` may be raised to continue a run (docs/distributed.md, \"Restarts\").\n";
   std::string section;
   for (const auto& setting : settings()) {
     if (setting.section() != section) {
@@ -372,7 +598,8 @@ std::string markdown_reference() {
                             setting.min_exclusive ? "> " : "", setting.min.value_or(0), setting.max.value_or(0));
       if (setting.allow_auto) allowed += ", or `\"auto\"`";
     }
-    out += fmt::format("| `{}` | {} | {} | {} | {} |\n", setting.key, kind_name(setting), fallback, allowed, setting.doc);
+    out += fmt::format("| `{}` | {} | {} | {} | {}{} |\n", setting.key, kind_name(setting), fallback, allowed,
+                       setting.changes_run ? "*(run)* " : "", setting.doc);
   }
   return out;
 }

@@ -3,34 +3,96 @@
 // docs/spec.md is generated from the same declarations.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tp::spec {
+
+// The settings that choose between behaviours are enums, parsed once here. Consumers `switch` over them, and
+// -Werror=switch makes a new choice fail to compile until every consumer handles it. ChoiceNames<E> spells
+// each choice as the spec writes it, in the enum's order; the settings table takes its choices from there.
+enum class Staging { all, shard, stream };
+enum class DataFormat { image_folder, image_csv, table_csv };
+enum class Task { classification, regression, multi_label };
+enum class Optimizer { sgd, adam, adamw };
+enum class Schedule { constant, one_cycle, cosine, step };
+enum class Precision { fp32, bf16, fp16 };
+enum class Backend { automatic, gloo, nccl };  // "auto": nccl when the rank sees a GPU, gloo otherwise
+
+template <typename Choice>
+struct ChoiceNames;
+template <>
+struct ChoiceNames<Staging> {
+  static constexpr std::array<std::string_view, 3> names{"all", "shard", "stream"};
+};
+template <>
+struct ChoiceNames<DataFormat> {
+  static constexpr std::array<std::string_view, 3> names{"image_folder", "image_csv", "table_csv"};
+};
+template <>
+struct ChoiceNames<Task> {
+  static constexpr std::array<std::string_view, 3> names{"classification", "regression", "multi_label"};
+};
+template <>
+struct ChoiceNames<Optimizer> {
+  static constexpr std::array<std::string_view, 3> names{"sgd", "adam", "adamw"};
+};
+template <>
+struct ChoiceNames<Schedule> {
+  static constexpr std::array<std::string_view, 4> names{"constant", "one_cycle", "cosine", "step"};
+};
+template <>
+struct ChoiceNames<Precision> {
+  static constexpr std::array<std::string_view, 3> names{"fp32", "bf16", "fp16"};
+};
+template <>
+struct ChoiceNames<Backend> {
+  static constexpr std::array<std::string_view, 3> names{"auto", "gloo", "nccl"};
+};
+
+// How the spec writes `choice`, for messages: name(Optimizer::sgd) is "sgd".
+template <typename Choice>
+std::string_view name(Choice choice) {
+  return ChoiceNames<Choice>::names.at(static_cast<std::size_t>(choice));
+}
+
+// After a switch that returns for every choice: only a value outside the enum (a bad cast) gets here.
+template <typename Choice>
+[[noreturn]] void unhandled(Choice choice) {
+  throw std::logic_error("unhandled choice " + std::to_string(static_cast<int>(choice)));
+}
 
 struct JobSpec {
   std::string name;
   std::int64_t seed;
   std::string output;
   std::vector<std::string> command;  // command mode: the user's program, run once per local rank
+  std::int64_t metrics_port;         // Prometheus /metrics on local rank 0 of each node; 0: off
+  std::string requirements;          // command mode: a pip requirements file in the repository
+  std::map<std::string, std::string> env;  // command mode: environment variables for the program and pip
 };
 
 struct DataSpec {
   std::string source;        // a local path or s3://bucket/prefix
-  std::string staging;       // s3 sources: all | shard | stream
+  Staging staging;           // s3 sources
   std::int64_t stream_cache_mb;  // stream: disk for streamed objects, per rank
   std::string endpoint;      // s3 sources: the endpoint URL (empty: from the environment)
   std::string credentials;   // s3 sources: a credentials file (empty: the credential chain)
-  std::string format;        // image_folder | image_csv | table_csv
+  DataFormat format;
   double valid;              // held-out fraction of `source` when valid_source is empty
   std::string valid_source;  // separate validation data
   std::int64_t image_size;
   std::int64_t channels;
   std::string target;        // table_csv, image_csv: the target column
-  std::string task;          // classification | regression | multi_label
+  Task task;
   std::int64_t workers;
   std::vector<std::string> augment;      // training-only image transforms: random_resized_crop, flip
   std::string resize;                    // stretch | crop
@@ -50,12 +112,12 @@ struct ModelSpec {
 struct TrainSpec {
   std::int64_t epochs;
   std::int64_t batch_size;  // per rank
-  std::string optimizer;    // sgd | adam | adamw
+  Optimizer optimizer;
   double lr;
   double momentum;
   bool nesterov;  // sgd
   double weight_decay;
-  std::string schedule;     // constant | one_cycle | cosine | step
+  Schedule schedule;
   double warmup;            // fraction of the steps spent warming up (one_cycle's pct_start)
   std::int64_t step_every;  // step: epochs between two decays
   double step_gamma;        // step: the factor of each decay
@@ -66,13 +128,13 @@ struct TrainSpec {
   std::int64_t top_k;  // classification: also report top-k accuracy when there are more than k classes
   std::int64_t freeze_epochs;  // fine-tuning: the first epochs train only the head
   double body_lr_factor;       // fine-tuning: the body's lr relative to the head's
-  std::string precision;       // fp32 | bf16 | fp16
+  Precision precision;
   std::string channels_last;   // auto | true | false: NHWC memory format for images and conv weights
   bool lr_find;                // run the learning-rate range test instead of training
 };
 
 struct DistSpec {
-  std::string backend;          // auto | gloo | nccl
+  Backend backend;
   std::int64_t nproc_per_node;  // 0 means "auto"
   std::int64_t timeout_s;
   std::int64_t heartbeat_s;  // how often each rank publishes its step and phase
@@ -100,10 +162,12 @@ struct K8sSpec {
   std::string shm_size;
   std::string scratch;
   std::int64_t backoff_limit;
+  std::int64_t grace_s;  // terminationGracePeriodSeconds: how long a stopped pod has to save a checkpoint
   std::string secret;
   std::string vault_role;
   std::string vault_tenant;
   std::string vault_path;
+  std::int64_t metrics_port;  // the pods' job.metrics_port, announced for Prometheus; 0: none
 };
 
 struct Spec {
@@ -135,6 +199,10 @@ LoadedSpec load_string(std::string_view document, const std::vector<std::string>
 
 // The resolved spec as TOML, each value followed by a comment naming its origin.
 std::string describe(const LoadedSpec& loaded);
+// The settings that change what a run computes (declared `changes_run`), as key and TOML value in
+// declaration order: a restart resumes only checkpoints written with the same values.
+std::vector<std::pair<std::string, std::string>> run_settings(const Spec& spec);
+
 // Markdown reference of every setting (docs/spec.md).
 std::string markdown_reference();
 

@@ -8,6 +8,7 @@
 #include "data/image.h"
 #include "s3/paths.h"
 #include "s3/stage.h"
+#include "storage/connection.h"
 #include "storage/streamed_files.h"
 
 namespace tp::storage {
@@ -87,13 +88,6 @@ std::shared_ptr<StreamedFiles> stream(const std::string& source, const spec::Dat
 
 }  // namespace
 
-s3::ConnectionOptions connection_options(const spec::DataSpec& spec) {
-  s3::ConnectionOptions options;
-  options.endpoint = spec.endpoint;
-  options.credentials_file = spec.credentials;
-  return options;
-}
-
 data::Datasets open_data(const spec::DataSpec& spec, const fs::path& root, const Placement& placement,
                          std::uint64_t seed) {
   spec::DataSpec local = spec;
@@ -101,13 +95,13 @@ data::Datasets open_data(const spec::DataSpec& spec, const fs::path& root, const
   std::shared_ptr<const data::FileStore> store = data::local_files();
   bool rank_share = false;
   if (s3::is_s3_url(spec.source)) {
-    if (spec.staging == "stream" && spec.format != "table_csv") {
+    if (spec.staging == spec::Staging::stream && spec.format != spec::DataFormat::table_csv) {
       fs::path directory;
       store = stream(spec.source, spec, placement, directory);
       local.source = directory.string();
     } else {
-      if (spec.staging == "stream") spdlog::info("data.staging = \"stream\": a table_csv source is staged whole");
-      rank_share = spec.staging == "shard" && multi_rank;
+      if (spec.staging == spec::Staging::stream) spdlog::info("data.staging = \"stream\": a table_csv source is staged whole");
+      rank_share = spec.staging == spec::Staging::shard && multi_rank;
       local.source = stage(spec.source, spec, placement, rank_share, "train").string();
     }
   }

@@ -29,8 +29,4 @@ data::Datasets open_data(const spec::DataSpec& spec, const std::filesystem::path
 std::filesystem::path local_data_for_command(const spec::DataSpec& spec, const std::filesystem::path& root,
                                              const Placement& placement);
 
-// S3 connection settings from the spec (`data.endpoint`, `data.credentials`), for the data and for s3://
-// outputs alike.
-s3::ConnectionOptions connection_options(const spec::DataSpec& spec);
-
 }  // namespace tp::storage

@@ -7,7 +7,7 @@
 #include "s3/client.h"
 #include "s3/credentials.h"
 #include "s3/paths.h"
-#include "storage/data_source.h"
+#include "storage/connection.h"
 
 namespace tp::storage {
 

@@ -48,7 +48,25 @@ std::string csv_line(const EpochMetrics& m) {
 }
 
 std::string json_line(const StepRecord& s) {
-  return json{{"step", s.step}, {"lr", s.lr}, {"train_loss", json_number(s.train_loss)}}.dump() + "\n";
+  json line{{"step", s.step}, {"lr", s.lr}, {"train_loss", json_number(s.train_loss)}};
+  if (!std::isnan(s.seconds)) {
+    line["step_s"] = s.seconds;
+    for (std::size_t part = 0; part < kStepParts; ++part) {
+      line[std::string(step_part_name(static_cast<StepPart>(part))) + "_s"] = s.times.seconds[part];
+    }
+  }
+  return line.dump() + "\n";
+}
+
+// A line of steps.jsonl; its timing is NaN when it has none (written before steps were timed).
+StepRecord step_record(const json& line) {
+  StepRecord s(line.value("step", std::int64_t{0}), number_of(line.value("lr", json())),
+               number_of(line.value("train_loss", json())));
+  s.seconds = number_of(line.value("step_s", json()));
+  for (std::size_t part = 0; part < kStepParts; ++part) {
+    s.times.seconds[part] = number_of(line.value(std::string(step_part_name(static_cast<StepPart>(part))) + "_s", json()));
+  }
+  return s;
 }
 
 // The JSON lines of `file`; a line that does not parse (the last one of a killed run) ends the list.
@@ -83,22 +101,11 @@ std::string describe_validation(const EpochMetrics& m, std::int64_t top_k) {
   return text;
 }
 
-MetricsLog::MetricsLog(const fs::path& output_dir, std::int64_t epochs_done, std::int64_t steps_done)
-    : directory_(output_dir) {
-  std::string steps_text;
-  for (const json& line : read_lines(output_dir / "steps.jsonl")) {
-    StepRecord s{line.value("step", std::int64_t{0}), number_of(line.value("lr", json())),
-                 number_of(line.value("train_loss", json()))};
-    if (s.step < 1 || s.step > steps_done) continue;
-    steps_.push_back(s);
-    steps_text += json_line(s);
-  }
-  std::string json_text;
-  std::string csv_text = kCsvHeader;
+std::vector<EpochMetrics> read_epoch_metrics(const fs::path& output_dir) {
+  std::vector<EpochMetrics> epochs;
   for (const json& line : read_lines(output_dir / "metrics.jsonl")) {
     EpochMetrics m;
     m.epoch = line.value("epoch", std::int64_t{0});
-    if (m.epoch < 1 || m.epoch > epochs_done) continue;
     m.step = line.value("step", std::int64_t{0});
     m.lr = number_of(line.value("lr", json()));
     m.train_loss = number_of(line.value("train_loss", json()));
@@ -109,6 +116,24 @@ MetricsLog::MetricsLog(const fs::path& output_dir, std::int64_t epochs_done, std
     m.mae = number_of(line.value("mae", json()));
     m.mse = number_of(line.value("mse", json()));
     m.seconds = number_of(line.value("seconds", json()));
+    epochs.push_back(m);
+  }
+  return epochs;
+}
+
+MetricsLog::MetricsLog(const fs::path& output_dir, std::int64_t epochs_done, std::int64_t steps_done)
+    : directory_(output_dir) {
+  std::string steps_text;
+  for (const json& line : read_lines(output_dir / "steps.jsonl")) {
+    const StepRecord s = step_record(line);
+    if (s.step < 1 || s.step > steps_done) continue;
+    steps_.push_back(s);
+    steps_text += json_line(s);
+  }
+  std::string json_text;
+  std::string csv_text = kCsvHeader;
+  for (const EpochMetrics& m : read_epoch_metrics(output_dir)) {
+    if (m.epoch < 1 || m.epoch > epochs_done) continue;
     epochs_.push_back(m);
     json_text += json_line(m);
     csv_text += csv_line(m);

@@ -5,9 +5,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "train/step_time.h"
 
 namespace tp::train {
 
@@ -27,11 +30,18 @@ struct EpochMetrics {
   double seconds = 0;
 };
 
-// One optimizer step: its number (1-based), learning rate and the mean loss of its batches on rank 0.
+// One optimizer step: its number (1-based), learning rate and the mean loss of its batches on rank 0, and
+// where its time went on rank 0 (steps.jsonl: "step_s" and "<part>_s"; NaN in records written before).
 struct StepRecord {
+  StepRecord() = default;
+  StepRecord(std::int64_t step_number, double step_lr, double loss)
+      : step(step_number), lr(step_lr), train_loss(loss) {}
+
   std::int64_t step = 0;
   double lr = 0;
   double train_loss = 0;
+  double seconds = std::numeric_limits<double>::quiet_NaN();
+  StepTimes times;
 };
 
 // One step of the learning-rate range test.
@@ -47,6 +57,9 @@ nlohmann::json json_number(double value);
 
 // The validation metrics that apply, as "valid_loss 0.1234 accuracy 0.9000 ..." for the epoch log line.
 std::string describe_validation(const EpochMetrics& metrics, std::int64_t top_k);
+
+// The epochs recorded in `output_dir`/metrics.jsonl, read without changing anything.
+std::vector<EpochMetrics> read_epoch_metrics(const std::filesystem::path& output_dir);
 
 // The records of a run in its output directory. Opening keeps only the records up to where training
 // resumes (all of them are rewritten), so a run resumed from an older checkpoint has no duplicates

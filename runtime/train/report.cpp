@@ -52,6 +52,11 @@ std::string metric_cell(double value) {
   return std::isnan(value) ? "" : fmt::format("{:.4f}", value);
 }
 
+// Seconds with three significant digits below 10 s (an epoch of a small run takes 0.042 s, not 0.0).
+std::string seconds_text(double seconds) {
+  return seconds < 10 ? fmt::format("{:.3g}", seconds) : fmt::format("{:.1f}", seconds);
+}
+
 // 1, 2 or 5 times a power of ten, about range / 4.
 double tick_step(double range) {
   const double rough = range / 4.0;
@@ -95,80 +100,118 @@ std::vector<Point> thin(const std::vector<Point>& points, std::size_t limit) {
   return out;
 }
 
+constexpr double kChartWidth = 560, kChartHeight = 300;
+constexpr double kLeft = 64, kRight = kChartWidth - 16, kTop = 56, kBottom = kChartHeight - 44;
+
+// The opening of a chart's SVG: its frame and title.
+std::string chart_start(const std::string& title) {
+  return fmt::format(
+      "<svg class=\"chart\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" role=\"img\" "
+      "aria-label=\"{2}\">\n"
+      "<rect x=\"0\" y=\"0\" width=\"{0}\" height=\"{1}\" fill=\"#ffffff\"/>\n"
+      "<text x=\"{3}\" y=\"22\" class=\"title\">{2}</text>\n",
+      kChartWidth, kChartHeight, escape(title), kLeft);
+}
+
+std::string chart_without_values(const std::string& title) {
+  return chart_start(title) + fmt::format(
+                                  "<text x=\"{}\" y=\"{}\" class=\"empty\" text-anchor=\"middle\">no values "
+                                  "yet</text>\n</svg>\n",
+                                  (kLeft + kRight) / 2, (kTop + kBottom) / 2);
+}
+
+// The plotting area of a chart: value ranges widened to round ticks, and the mapping to SVG coordinates.
+struct Axes {
+  double x_min, x_max, y_min, y_max;
+  double x(double value) const { return kLeft + (value - x_min) / (x_max - x_min) * (kRight - kLeft); }
+  double y(double value) const { return kBottom - (value - y_min) / (y_max - y_min) * (kBottom - kTop); }
+};
+
+// Grid lines, ticks and their labels, both axes and the x axis' label for values in the given ranges.
+// `log_y`: the y values are log10 of what is shown, with a tick at powers of ten.
+std::string draw_axes(Axes& axes, const std::string& x_label, bool log_y = false) {
+  if (axes.x_max == axes.x_min) {
+    axes.x_min -= 1;
+    axes.x_max += 1;
+  }
+  if (axes.y_max == axes.y_min) {
+    const double pad = axes.y_min == 0 ? 1.0 : std::abs(axes.y_min) * 0.1;
+    axes.y_min -= pad;
+    axes.y_max += pad;
+  }
+  const double y_step = log_y ? std::ceil((axes.y_max - axes.y_min) / 6) : tick_step(axes.y_max - axes.y_min);
+  axes.y_min = std::floor(axes.y_min / y_step) * y_step;
+  axes.y_max = std::ceil(axes.y_max / y_step) * y_step;
+  const double x_step = tick_step(axes.x_max - axes.x_min);
+  std::string svg;
+  for (double y = axes.y_min; y <= axes.y_max + y_step * 1e-6; y += y_step) {
+    svg += fmt::format(
+        "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" class=\"grid\"/>\n"
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\">{}</text>\n",
+        kLeft, axes.y(y), kRight, axes.y(y), kLeft - 6, axes.y(y) + 4, tick_label(log_y ? std::pow(10.0, y) : y));
+  }
+  for (double x = std::ceil(axes.x_min / x_step) * x_step; x <= axes.x_max + x_step * 1e-6; x += x_step) {
+    svg += fmt::format(
+        "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" class=\"axis\"/>\n"
+        "<text x=\"{0:.1f}\" y=\"{3:.1f}\" class=\"tick\" text-anchor=\"middle\">{4}</text>\n",
+        axes.x(x), kBottom, kBottom + 5, kBottom + 18, tick_label(x));
+  }
+  svg += fmt::format(
+      "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" class=\"axis\"/>\n"
+      "<line x1=\"{0}\" y1=\"{3}\" x2=\"{0}\" y2=\"{1}\" class=\"axis\"/>\n"
+      "<text x=\"{4}\" y=\"{5}\" class=\"label\" text-anchor=\"middle\">{6}</text>\n",
+      kLeft, kBottom, kRight, kTop, (kLeft + kRight) / 2, kChartHeight - 8, escape(x_label));
+  return svg;
+}
+
+// One legend entry at `x` (advanced past it).
+std::string legend_entry(double& x, const std::string& name, const std::string& color) {
+  std::string svg = fmt::format(
+      "<rect x=\"{:.1f}\" y=\"32\" width=\"14\" height=\"4\" fill=\"{}\"/>"
+      "<text x=\"{:.1f}\" y=\"38\" class=\"legend\">{}</text>\n",
+      x, color, x + 18, escape(name));
+  x += 32 + 7.0 * static_cast<double>(name.size());
+  return svg;
+}
+
+// A loss that falls over decades is flat after its first steps on a linear axis.
+enum class YScale { linear, log_when_wide };
+constexpr double kWideRatio = 100;  // the largest value over the smallest that turns the axis logarithmic
+
 // An SVG line chart of `series` with axes, grid lines, tick labels and a legend.
-std::string line_chart(const std::string& title, const std::string& x_label, std::vector<Series> series) {
-  constexpr double kWidth = 560, kHeight = 300;
-  constexpr double kLeft = 64, kRight = kWidth - 16, kTop = 56, kBottom = kHeight - 44;
+std::string line_chart(std::string title, const std::string& x_label, std::vector<Series> series,
+                       YScale scale = YScale::linear) {
   series.erase(std::remove_if(series.begin(), series.end(),
                               [](const Series& s) {
                                 return std::none_of(s.points.begin(), s.points.end(),
                                                     [](const Point& p) { return std::isfinite(p.y); });
                               }),
                series.end());
-  double x_min = INFINITY, x_max = -INFINITY, y_min = INFINITY, y_max = -INFINITY;
+  if (series.empty()) return chart_without_values(title);
+  Axes axes{INFINITY, -INFINITY, INFINITY, -INFINITY};
   for (auto& s : series) {
     s.points = thin(s.points, 800);
     for (const Point& p : s.points) {
       if (!std::isfinite(p.x) || !std::isfinite(p.y)) continue;
-      x_min = std::min(x_min, p.x);
-      x_max = std::max(x_max, p.x);
-      y_min = std::min(y_min, p.y);
-      y_max = std::max(y_max, p.y);
+      axes.x_min = std::min(axes.x_min, p.x);
+      axes.x_max = std::max(axes.x_max, p.x);
+      axes.y_min = std::min(axes.y_min, p.y);
+      axes.y_max = std::max(axes.y_max, p.y);
     }
   }
-  std::string svg = fmt::format(
-      "<svg class=\"chart\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" role=\"img\" "
-      "aria-label=\"{2}\">\n"
-      "<rect x=\"0\" y=\"0\" width=\"{0}\" height=\"{1}\" fill=\"#ffffff\"/>\n"
-      "<text x=\"{3}\" y=\"22\" class=\"title\">{2}</text>\n",
-      kWidth, kHeight, escape(title), kLeft);
-  if (series.empty()) {
-    return svg + fmt::format(
-                     "<text x=\"{}\" y=\"{}\" class=\"empty\" text-anchor=\"middle\">no values "
-                     "yet</text>\n</svg>\n",
-                     (kLeft + kRight) / 2, (kTop + kBottom) / 2);
+  const bool log_y = scale == YScale::log_when_wide && axes.y_min > 0 && axes.y_max / axes.y_min >= kWideRatio;
+  if (log_y) {
+    for (auto& s : series) {
+      for (Point& p : s.points) p.y = p.y > 0 ? std::log10(p.y) : NAN;
+    }
+    axes.y_min = std::floor(std::log10(axes.y_min));
+    axes.y_max = std::ceil(std::log10(axes.y_max));
+    title += " (log scale)";
   }
-  if (x_max == x_min) {
-    x_min -= 1;
-    x_max += 1;
-  }
-  if (y_max == y_min) {
-    const double pad = y_min == 0 ? 1.0 : std::abs(y_min) * 0.1;
-    y_min -= pad;
-    y_max += pad;
-  }
-  const double y_step = tick_step(y_max - y_min);
-  y_min = std::floor(y_min / y_step) * y_step;
-  y_max = std::ceil(y_max / y_step) * y_step;
-  const double x_step = tick_step(x_max - x_min);
-  auto sx = [&](double x) { return kLeft + (x - x_min) / (x_max - x_min) * (kRight - kLeft); };
-  auto sy = [&](double y) { return kBottom - (y - y_min) / (y_max - y_min) * (kBottom - kTop); };
-
-  for (double y = y_min; y <= y_max + y_step * 1e-6; y += y_step) {
-    svg += fmt::format(
-        "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" class=\"grid\"/>\n"
-        "<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"tick\" text-anchor=\"end\">{}</text>\n",
-        kLeft, sy(y), kRight, sy(y), kLeft - 6, sy(y) + 4, tick_label(y));
-  }
-  for (double x = std::ceil(x_min / x_step) * x_step; x <= x_max + x_step * 1e-6; x += x_step) {
-    svg += fmt::format(
-        "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" class=\"axis\"/>\n"
-        "<text x=\"{0:.1f}\" y=\"{3:.1f}\" class=\"tick\" text-anchor=\"middle\">{4}</text>\n",
-        sx(x), kBottom, kBottom + 5, kBottom + 18, tick_label(x));
-  }
-  svg += fmt::format(
-      "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" class=\"axis\"/>\n"
-      "<line x1=\"{0}\" y1=\"{3}\" x2=\"{0}\" y2=\"{1}\" class=\"axis\"/>\n"
-      "<text x=\"{4}\" y=\"{5}\" class=\"label\" text-anchor=\"middle\">{6}</text>\n",
-      kLeft, kBottom, kRight, kTop, (kLeft + kRight) / 2, kHeight - 8, escape(x_label));
-
+  std::string svg = chart_start(title) + draw_axes(axes, x_label, log_y);
   double legend_x = kLeft;
   for (const Series& s : series) {
-    svg += fmt::format(
-        "<rect x=\"{:.1f}\" y=\"32\" width=\"14\" height=\"4\" fill=\"{}\"/>"
-        "<text x=\"{:.1f}\" y=\"38\" class=\"legend\">{}</text>\n",
-        legend_x, s.color, legend_x + 18, escape(s.name));
-    legend_x += 32 + 7.0 * static_cast<double>(s.name.size());
+    svg += legend_entry(legend_x, s.name, s.color);
     std::string path;
     bool pen_down = false;
     for (const Point& p : s.points) {
@@ -176,20 +219,105 @@ std::string line_chart(const std::string& title, const std::string& x_label, std
         pen_down = false;
         continue;
       }
-      path += fmt::format("{}{:.1f},{:.1f}", pen_down ? " L" : (path.empty() ? "M" : " M"), sx(p.x), sy(p.y));
+      path += fmt::format("{}{:.1f},{:.1f}", pen_down ? " L" : (path.empty() ? "M" : " M"), axes.x(p.x),
+                          axes.y(p.y));
       pen_down = true;
     }
     svg += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\"/>\n", path, s.color);
     if (s.markers) {
       for (const Point& p : s.points) {
         if (std::isfinite(p.y)) {
-          svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", sx(p.x), sy(p.y),
-                             s.color);
+          svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", axes.x(p.x),
+                             axes.y(p.y), s.color);
         }
       }
     }
   }
   return svg + "</svg>\n";
+}
+
+// The parts of a step in the report, in stacking order, with their colours.
+struct StepPartStyle {
+  StepPart part;
+  const char* name;
+  const char* legend;  // short enough for the five to fit above the chart
+  const char* color;
+};
+constexpr StepPartStyle kStepPartStyles[] = {
+    {StepPart::data_wait, "data wait", "data wait", "#e15759"},
+    {StepPart::forward_backward, "forward+backward", "fwd+bwd", "#4e79a7"},
+    {StepPart::allreduce, "all-reduce", "all-reduce", "#f28e2b"},
+    {StepPart::optimizer, "optimizer", "optimizer", "#59a14f"},
+    {StepPart::checkpoint, "checkpoint", "checkpoint", "#b07aa1"},
+};
+
+// Where the steps' time went: consecutive steps averaged in up to 60 groups, each a bar of the seconds per
+// step stacked by part. Records without timing (written by an older version) are left out.
+std::string step_time_chart(const std::vector<StepRecord>& steps) {
+  const std::string title = "Time per step";
+  std::vector<const StepRecord*> timed;
+  for (const StepRecord& s : steps) {
+    if (std::isfinite(s.seconds)) timed.push_back(&s);
+  }
+  if (timed.empty()) return chart_without_values(title);
+  struct Group {
+    double first, last;
+    StepTimes mean;
+  };
+  const std::size_t count = std::min<std::size_t>(60, timed.size());
+  std::vector<Group> groups;
+  Axes axes{INFINITY, -INFINITY, 0, 0};
+  for (std::size_t g = 0; g < count; ++g) {
+    const std::size_t begin = g * timed.size() / count, end = (g + 1) * timed.size() / count;
+    Group group{static_cast<double>(timed[begin]->step), static_cast<double>(timed[end - 1]->step), {}};
+    for (std::size_t i = begin; i < end; ++i) {
+      for (std::size_t part = 0; part < kStepParts; ++part) {
+        group.mean.seconds[part] += timed[i]->times.seconds[part] / static_cast<double>(end - begin);
+      }
+    }
+    axes.x_min = std::min(axes.x_min, group.first - 0.5);
+    axes.x_max = std::max(axes.x_max, group.last + 0.5);
+    axes.y_max = std::max(axes.y_max, group.mean.total());
+    groups.push_back(group);
+  }
+  std::string svg = chart_start(title) + draw_axes(axes, "step (bars: mean seconds per step)");
+  double legend_x = kLeft;
+  for (const StepPartStyle& style : kStepPartStyles) {
+    const bool shown = std::any_of(groups.begin(), groups.end(), [&](const Group& g) { return g.mean[style.part] > 0; });
+    if (shown) svg += legend_entry(legend_x, style.legend, style.color);
+  }
+  for (const Group& g : groups) {
+    const double left = axes.x(g.first - 0.5), width = std::max(1.0, axes.x(g.last + 0.5) - left - 1);
+    double bottom = 0;
+    for (const StepPartStyle& style : kStepPartStyles) {
+      const double top = bottom + g.mean[style.part];
+      if (g.mean[style.part] > 0) {
+        svg += fmt::format(
+            "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\" "
+            "data-part=\"{}\"/>\n",
+            left, axes.y(top), width, axes.y(bottom) - axes.y(top), style.color, step_part_name(style.part));
+      }
+      bottom = top;
+    }
+  }
+  return svg + "</svg>\n";
+}
+
+// "data wait 12.0%, forward+backward 70.3%, ..." of the timed steps' total, for the report's text.
+std::string step_time_shares(const std::vector<StepRecord>& steps) {
+  StepTimes sums;
+  double total = 0;
+  for (const StepRecord& s : steps) {
+    if (!std::isfinite(s.seconds)) continue;
+    total += s.seconds;
+    for (std::size_t part = 0; part < kStepParts; ++part) sums.seconds[part] += s.times.seconds[part];
+  }
+  if (total <= 0) return "";
+  std::vector<std::string> shares;
+  for (const StepPartStyle& style : kStepPartStyles) {
+    shares.push_back(fmt::format("{} {:.1f}%", style.name, 100 * sums[style.part] / total));
+  }
+  return fmt::format("Where the training steps' time went: {}.", fmt::join(shares, ", "));
 }
 
 bool any_value(const std::vector<EpochMetrics>& epochs, double EpochMetrics::*metric) {
@@ -201,6 +329,7 @@ struct MetricColumn {
   std::string name;
   double EpochMetrics::*member;
   std::string color;
+  bool own_chart = false;  // an error in the target's units (MAE, MSE), not a fraction: a chart of its own
 };
 
 std::vector<MetricColumn> validation_metrics(const std::vector<EpochMetrics>& epochs, std::int64_t top_k) {
@@ -208,8 +337,8 @@ std::vector<MetricColumn> validation_metrics(const std::vector<EpochMetrics>& ep
       {"accuracy", &EpochMetrics::valid_accuracy, "#2ca02c"},
       {"error rate", &EpochMetrics::error_rate, "#d62728"},
       {fmt::format("top-{} accuracy", top_k), &EpochMetrics::top_k_accuracy, "#9467bd"},
-      {"MAE", &EpochMetrics::mae, "#8c564b"},
-      {"MSE", &EpochMetrics::mse, "#e377c2"}};
+      {"MAE", &EpochMetrics::mae, "#8c564b", true},
+      {"MSE", &EpochMetrics::mse, "#e377c2", true}};
   std::vector<MetricColumn> present;
   for (const auto& column : all) {
     if (any_value(epochs, column.member)) present.push_back(column);
@@ -241,7 +370,7 @@ std::string summary_table(const ReportInput& input) {
       {"classes", fmt::format("{}", fmt::join(data.value("classes", std::vector<std::string>{}), ", "))},
       {"bad files", bad.empty() ? "none" : fmt::format("{}: {}", bad.size(), fmt::join(bad, ", "))},
       {"started", text_of(r.value("started", json()))},
-      {"elapsed", fmt::format("{:.1f} s", r.value("seconds", 0.0))},
+      {"elapsed", seconds_text(r.value("seconds", 0.0)) + " s"},
       {"versions", fmt::format("trainpoint {}, LibTorch {}", text_of(versions.value("trainpoint", json())),
                                text_of(versions.value("libtorch", json())))},
   };
@@ -262,7 +391,7 @@ std::string epoch_table(const ReportInput& input, const std::vector<MetricColumn
     html += fmt::format("<tr><td>{}</td><td>{}</td><td>{:.3g}</td><td>{}</td><td>{}</td>", m.epoch, m.step,
                         m.lr, metric_cell(m.train_loss), metric_cell(m.valid_loss));
     for (const auto& column : metrics) html += fmt::format("<td>{}</td>", metric_cell(m.*column.member));
-    html += fmt::format("<td>{:.1f}</td></tr>\n", m.seconds);
+    html += fmt::format("<td>{}</td></tr>\n", seconds_text(m.seconds));
   }
   return html + "</table>\n";
 }
@@ -285,6 +414,7 @@ table { border-collapse: collapse; background: #fff; font-size: 13px; }
 th, td { border: 1px solid #ddd; padding: 4px 10px; text-align: left; }
 table.epochs td { text-align: right; font-variant-numeric: tabular-nums; }
 table.record th { background: #f0f1f3; width: 160px; }
+.shares { color: #444; font-size: 13px; margin: 8px 0 0 0; }
 pre { background: #fff; border: 1px solid #ddd; padding: 12px; font-size: 12px; overflow-x: auto; }
 )";
 
@@ -305,7 +435,7 @@ std::string render_report(const ReportInput& input) {
   const std::int64_t done = input.epochs.empty() ? 0 : input.epochs.back().epoch;
   const std::string status =
       input.finished
-          ? fmt::format("finished: {} epochs in {:.1f} s", done, input.record.value("seconds", 0.0))
+          ? fmt::format("finished: {} epochs in {} s", done, seconds_text(input.record.value("seconds", 0.0)))
           : fmt::format("running: epoch {} of {} done", done, input.total_epochs);
 
   std::vector<Point> train_loss, lr, valid_loss;
@@ -316,21 +446,34 @@ std::string render_report(const ReportInput& input) {
   for (const EpochMetrics& m : input.epochs)
     valid_loss.push_back({static_cast<double>(m.step), m.valid_loss});
   const std::vector<MetricColumn> metrics = validation_metrics(input.epochs, input.top_k);
-  std::vector<Series> metric_series;
+  std::vector<Series> fractions;  // accuracy and the like, on one axis from 0 to 1
+  std::vector<std::pair<std::string, Series>> own_charts;
   for (const auto& column : metrics) {
     Series s{column.name, column.color, {}, true};
     for (const EpochMetrics& m : input.epochs)
       s.points.push_back({static_cast<double>(m.epoch), m.*column.member});
-    metric_series.push_back(std::move(s));
+    if (column.own_chart) {
+      own_charts.emplace_back("Validation " + column.name, std::move(s));
+    } else {
+      fractions.push_back(std::move(s));
+    }
   }
 
   std::string html = page_start(job, "trainpoint report", status);
   html += line_chart("Loss", "step",
                      {{"train loss (per step)", "#1f77b4", std::move(train_loss), false},
-                      {"valid loss (per epoch)", "#ff7f0e", std::move(valid_loss), true}});
+                      {"valid loss (per epoch)", "#ff7f0e", std::move(valid_loss), true}},
+                     YScale::log_when_wide);
   html += line_chart("Learning rate", "step", {{"lr", "#17a2b8", std::move(lr), false}});
-  html += line_chart("Validation metrics", "epoch", std::move(metric_series));
-  html += "</div>\n<h2>Epochs</h2>\n" + epoch_table(input, metrics);
+  if (!fractions.empty() || own_charts.empty()) html += line_chart("Validation metrics", "epoch", std::move(fractions));
+  for (auto& [title, series] : own_charts) {
+    html += line_chart(title, "epoch", {std::move(series)}, YScale::log_when_wide);
+  }
+  html += step_time_chart(input.steps);
+  html += "</div>\n";
+  const std::string shares = step_time_shares(input.steps);
+  if (!shares.empty()) html += fmt::format("<p class=\"shares\">{}</p>\n", escape(shares));
+  html += "<h2>Epochs</h2>\n" + epoch_table(input, metrics);
   html += "<h2>Run</h2>\n" + summary_table(input);
   html += fmt::format("<h2>Resolved spec</h2>\n<pre>{}</pre>\n</body>\n</html>\n",
                       escape(text_of(input.record.value("resolved_spec", json()))));

@@ -15,24 +15,25 @@ double cosine(double start, double end, double progress) {
 
 }  // namespace
 
-double learning_rate(const ScheduleOptions& options, std::int64_t step) {
-  const double total = static_cast<double>(std::max<std::int64_t>(options.total_steps, 1));
-  const double position = std::clamp(static_cast<double>(step) / total, 0.0, 1.0);
+double learning_rate(const ScheduleOptions& options, double position_in_run) {
+  const double position = options.length > 0 ? std::clamp(position_in_run / options.length, 0.0, 1.0) : 1.0;
   const double peak = options.peak_lr;
   const double warmup = options.warmup;
-  if (options.kind == "one_cycle") {
-    if (warmup > 0 && position < warmup) return cosine(peak / 25.0, peak, position / warmup);
-    return cosine(peak, peak / 1e5, warmup >= 1 ? 1.0 : (position - warmup) / (1.0 - warmup));
+  switch (options.kind) {
+    case spec::Schedule::constant:
+      return peak;
+    case spec::Schedule::one_cycle:
+      if (warmup > 0 && position < warmup) return cosine(peak / 25.0, peak, position / warmup);
+      return cosine(peak, peak / 1e5, warmup >= 1 ? 1.0 : (position - warmup) / (1.0 - warmup));
+    case spec::Schedule::cosine:
+      if (warmup > 0 && position < warmup) return peak * position / warmup;
+      return cosine(peak, 0.0, warmup >= 1 ? 1.0 : (position - warmup) / (1.0 - warmup));
+    case spec::Schedule::step: {
+      const auto epoch = static_cast<std::int64_t>(std::floor(position_in_run / options.per_epoch));
+      return peak * std::pow(options.step_gamma, static_cast<double>(epoch / options.step_every));
+    }
   }
-  if (options.kind == "cosine") {
-    if (warmup > 0 && position < warmup) return peak * position / warmup;
-    return cosine(peak, 0.0, warmup >= 1 ? 1.0 : (position - warmup) / (1.0 - warmup));
-  }
-  if (options.kind == "step") {
-    const std::int64_t epoch = step / std::max<std::int64_t>(options.steps_per_epoch, 1);
-    return peak * std::pow(options.step_gamma, static_cast<double>(epoch / options.step_every));
-  }
-  return peak;
+  spec::unhandled(options.kind);
 }
 
 }  // namespace tp::train

@@ -3,9 +3,16 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#if TRAINPOINT_WITH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -13,222 +20,43 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/signals.h"
+#include "common/time.h"
 #include "data/loader.h"
-#include "data/sampler.h"
 #include "dist/c10d_compat.h"
 #include "dist/gradient_sync.h"
+#include "dist/topology.h"
 #include "model/model.h"
+#include "storage/run_identity.h"
 #include "train/checkpoint.h"
+#include "train/monitor.h"
+#include "train/precision.h"
 #include "train/report.h"
 #include "train/schedule.h"
+#include "train/step_losses.h"
+#include "train/training_step.h"
 
 namespace tp::train {
-namespace {
 
 namespace fs = std::filesystem;
+
+namespace {
+
 using Clock = std::chrono::steady_clock;
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const spec::TrainSpec& spec,
-                                                        const std::vector<torch::optim::OptimizerParamGroup>& groups) {
-  if (spec.optimizer == "sgd") {
-    return std::make_unique<torch::optim::SGD>(groups, torch::optim::SGDOptions(spec.lr)
-                                                           .momentum(spec.momentum)
-                                                           .nesterov(spec.nesterov)
-                                                           .weight_decay(spec.weight_decay));
-  }
-  if (spec.optimizer == "adam") {
-    return std::make_unique<torch::optim::Adam>(
-        groups, torch::optim::AdamOptions(spec.lr).betas({spec.momentum, 0.999}).weight_decay(spec.weight_decay));
-  }
-  return std::make_unique<torch::optim::AdamW>(
-      groups, torch::optim::AdamWOptions(spec.lr).betas({spec.momentum, 0.999}).weight_decay(spec.weight_decay));
-}
-
-// One group, or when fine-tuning two: the body, at lr x body_lr_factor, then the head at lr.
-void set_learning_rate(torch::optim::Optimizer& optimizer, double lr, double body_lr_factor) {
-  auto& groups = optimizer.param_groups();
-  for (std::size_t i = 0; i < groups.size(); ++i) {
-    groups[i].options().set_lr(i + 1 < groups.size() ? lr * body_lr_factor : lr);
-  }
-}
-
-// train.precision on this rank's device: autocast of the forward pass (bf16 on the CPU or CUDA, fp16 on
-// CUDA) and, for fp16, dynamic loss scaling as torch.cuda.amp.GradScaler does it: the loss is multiplied
-// by the scale before backward; a step whose gradients overflow is skipped and the scale halved; after
-// 2000 steps without overflow it doubles.
-class Precision {
- public:
-  Precision(const std::string& precision, c10::Device device) : device_(device.type()) {
-    if (precision == "fp16" && !device.is_cuda()) {
-      fail(ExitCode::usage, "train.precision = fp16 needs a CUDA device, and this rank trains on the CPU: use bf16 "
-           "(CPU autocast) or fp32");
-    }
-    if (precision != "fp32") autocast_ = precision == "bf16" ? at::kBFloat16 : at::kHalf;
-    if (precision == "fp16") scale_ = 65536.0;
-  }
-
-  // The model's output in fp32: losses and metrics are computed in full precision.
-  torch::Tensor forward(torch::jit::Module& model, const torch::Tensor& inputs) const {
-    if (!autocast_) return model.forward({inputs}).toTensor();
-    struct Scope {  // leaving drops the weights' cached casts, as torch.autocast does on exit
-      at::DeviceType device;
-      at::ScalarType dtype;
-      ~Scope() { dist::compat::set_autocast(device, false, dtype); }
-    } scope{device_, *autocast_};
-    dist::compat::set_autocast(device_, true, *autocast_);
-    return model.forward({inputs}).toTensor().to(torch::kFloat);
-  }
-
-  torch::Tensor scaled(const torch::Tensor& loss) const { return scale_ ? loss * *scale_ : loss; }
-
-  // After the all-reduce (every rank has the same gradients, so every rank decides the same): divides the
-  // gradients by the scale. False when they overflowed: the step must be skipped.
-  bool unscale(const std::vector<torch::Tensor>& parameters) {
-    if (!scale_) return true;
-    torch::NoGradGuard no_grad;
-    std::vector<torch::Tensor> grads;
-    for (const auto& parameter : parameters) {
-      if (parameter.grad().defined()) grads.push_back(parameter.grad());
-    }
-    // One device-to-host sync for all the gradients, not one per tensor.
-    std::vector<torch::Tensor> finite_each;
-    for (const auto& grad : grads) finite_each.push_back(torch::isfinite(grad).all());
-    const bool finite = finite_each.empty() || torch::stack(finite_each).all().item<bool>();
-    if (!finite) {
-      *scale_ /= 2;
-      good_steps_ = 0;
-      spdlog::debug("fp16: gradients overflowed; step skipped, loss scale now {:g}", *scale_);
-      return false;
-    }
-    for (auto& grad : grads) grad.mul_(1.0 / *scale_);
-    if (++good_steps_ == 2000) {
-      *scale_ *= 2;
-      good_steps_ = 0;
-    }
-    return true;
-  }
-
- private:
-  at::DeviceType device_;
-  std::optional<at::ScalarType> autocast_;
-  std::optional<double> scale_;
-  int good_steps_ = 0;
+// What the ranks agree on at a read point (train/step_losses.h), in one all-reduce: whether any was asked to
+// stop (SIGTERM), so that all stop at the same step; whether any read a loss that is not finite, so that all
+// fail alike; and the next read point.
+struct ReadPointAgreement {
+  bool stop;
+  bool diverged;
 };
-
-// The optimizer step on gradients already averaged over the ranks: unscaled (fp16), clipped after the
-// all-reduce so every rank clips the same gradients, then applied; skipped when fp16 gradients overflowed.
-void apply_gradients(Precision& precision, const std::vector<torch::Tensor>& parameters,
-                     const spec::TrainSpec& train, torch::optim::Optimizer& optimizer) {
-  if (!precision.unscale(parameters)) return;
-  if (train.clip_norm > 0) torch::nn::utils::clip_grad_norm_(parameters, train.clip_norm);
-  optimizer.step();
-}
-
-// What the model and the optimizer work on: the model's parameters, on the device, trainable.
-struct Parameters {
-  std::vector<torch::Tensor> tensors;
-  std::vector<std::string> names;
-};
-
-// NHWC strides. Not contiguous(ChannelsLast): with one channel (grayscale images, their first convolution's
-// weights) it keeps the NCHW strides, which are NHWC-contiguous too, and the convolution then stays NCHW
-// and its max pooling ran 10x slower on the CPU.
-torch::Tensor to_channels_last(const torch::Tensor& tensor) {
-  return tensor.to(tensor.options(), /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::ChannelsLast);
-}
-
-// train.channels_last resolved for this model.
-bool uses_channels_last(const spec::Spec& spec) {
-  if (spec.train.channels_last == "auto") return model::is_built_in_convnet(spec.model);
-  return spec.train.channels_last == "true";
-}
-
-Parameters place_model(torch::jit::Module& model, const spec::Spec& spec, c10::Device device) {
-  model::configure_process_for_training();
-  model.to(device);
-  const bool channels_last = uses_channels_last(spec);
-  if (channels_last) {
-    spdlog::info("images and convolution weights in channels_last memory format (train.channels_last = {})",
-                 spec.train.channels_last);
-  }
-  Parameters parameters;
-  torch::NoGradGuard no_grad;
-  for (const auto& parameter : model.named_parameters()) {
-    if (channels_last && parameter.value.dim() == 4) {
-      parameter.value.set_data(to_channels_last(parameter.value));
-    }
-    parameter.value.set_requires_grad(true);
-    parameters.tensors.push_back(parameter.value);
-    parameters.names.push_back(parameter.name);
-  }
-  if (parameters.tensors.empty()) fail(ExitCode::model, "the model has no parameters to train");
-  return parameters;
-}
-
-// The spec's batches, from `first_batch` on; pinned memory for a GPU.
-data::LoaderOptions loader_options(const spec::Spec& spec, c10::Device device, std::size_t first_batch = 0) {
-  data::LoaderOptions options;
-  options.batch_size = spec.train.batch_size;
-  options.workers = static_cast<int>(spec.data.workers);
-  options.first_batch = first_batch;
-  options.pin_memory = device.is_cuda();
-  return options;
-}
-
-// A batch on the training device (copied asynchronously from pinned memory on CUDA).
-data::Batch on_device(data::Batch batch, c10::Device device, bool channels_last) {
-  batch.inputs = batch.inputs.to(device, /*non_blocking=*/true);
-  if (channels_last && batch.inputs.dim() == 4) batch.inputs = to_channels_last(batch.inputs);
-  batch.targets = batch.targets.to(device, /*non_blocking=*/true);
-  return batch;
-}
-
-// Every rank starts from rank 0's weights and buffers. Buffers such as BatchNorm's running statistics are
-// not averaged afterwards: each rank keeps its own, and the saved model has rank 0's, as PyTorch's DDP
-// does with broadcast_buffers at the start.
-void start_from_rank_0(torch::jit::Module& model, std::vector<torch::Tensor>& parameters,
-                       dist::Communicator& communicator) {
-  torch::NoGradGuard no_grad;
-  communicator.broadcast(parameters, 0);
-  std::vector<torch::Tensor> buffers;
-  for (const auto& buffer : model.buffers()) buffers.push_back(buffer);
-  if (!buffers.empty()) communicator.broadcast(buffers, 0);
-}
-
-// (Re)builds the gradient averaging over the parameters that train now (a frozen body gets no gradients);
-// none for one rank.
-void synchronize_trainable(std::optional<dist::GradientSynchronizer>& synchronizer, const Parameters& parameters,
-                           const spec::Spec& spec, dist::Communicator& communicator) {
-  synchronizer.reset();
-  if (communicator.world_size() == 1) return;
-  std::vector<torch::Tensor> trainable;
-  std::vector<std::string> trainable_names;
-  for (std::size_t i = 0; i < parameters.tensors.size(); ++i) {
-    if (!parameters.tensors[i].requires_grad()) continue;
-    trainable.push_back(parameters.tensors[i]);
-    trainable_names.push_back(parameters.names[i]);
-  }
-  synchronizer.emplace(trainable, trainable_names, communicator,
-                       dist::BucketOptions{1 << 20, static_cast<std::size_t>(spec.dist.bucket_mb) << 20,
-                                           spec.dist.allow_unused_parameters});
-}
-
-torch::Tensor loss_of(const torch::Tensor& output, const torch::Tensor& target, const data::Schema& schema,
-                      double label_smoothing = 0.0) {
-  if (schema.multi_label) return torch::binary_cross_entropy_with_logits(output, target.to(torch::kFloat));
-  if (schema.classification) {
-    return torch::nn::functional::cross_entropy(
-        output, target, torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(label_smoothing));
-  }
-  return torch::mse_loss(output.reshape({-1}), target.to(torch::kFloat));
-}
-
-// Whether any rank was asked to stop (SIGTERM): all ranks must stop at the same step.
-bool stop_agreed(dist::Communicator& communicator) {
-  if (communicator.world_size() == 1) return stop_requested();
-  std::vector<torch::Tensor> flag{torch::tensor({stop_requested() ? 1L : 0L})};
-  communicator.all_reduce_sum(flag);
-  return flag[0].item<std::int64_t>() > 0;
+ReadPointAgreement agree_at_read_point(dist::Communicator& communicator, ReadPoints& reads, std::int64_t step,
+                                       bool diverged) {
+  const std::vector<std::int64_t> sums =
+      dist::sum_over_ranks(communicator, std::vector<std::int64_t>{stop_requested() ? 1 : 0, diverged ? 1 : 0,
+                                                                     reads.propose()});
+  reads.agreed(step, sums[2], communicator.world_size());
+  return {sums[0] > 0, sums[1] > 0};
 }
 
 // Correct predictions in a batch: whole samples for classification, the mean of the per-label
@@ -264,20 +92,10 @@ struct Totals {
 
 // Sums per-rank totals over all ranks.
 Totals all_ranks(const Totals& mine, dist::Communicator& communicator) {
-  std::vector<torch::Tensor> values{torch::tensor(
-      {mine.loss_sum, mine.correct, mine.top_k_correct, mine.absolute_error, mine.count}, torch::kDouble)};
-  communicator.all_reduce_sum(values);
-  const auto sums = values[0];
-  return {sums[0].item<double>(), sums[1].item<double>(), sums[2].item<double>(), sums[3].item<double>(),
-          sums[4].item<double>()};
-}
-
-// The fewest samples any rank holds, for data that is already one share per rank.
-std::size_t smallest_share(const data::DistributedSampler& sampler, dist::Communicator& communicator) {
-  std::vector<torch::Tensor> counts{torch::zeros({communicator.world_size()}, torch::kLong)};
-  counts[0][communicator.rank()] = static_cast<std::int64_t>(sampler.samples_per_rank());
-  communicator.all_reduce_sum(counts);
-  return static_cast<std::size_t>(counts[0].min().item<std::int64_t>());
+  const std::vector<double> sums = dist::sum_over_ranks(
+      communicator,
+      std::vector<double>{mine.loss_sum, mine.correct, mine.top_k_correct, mine.absolute_error, mine.count});
+  return {sums[0], sums[1], sums[2], sums[3], sums[4]};
 }
 
 // Validation on this rank's disjoint share (no padding, so every sample counts once overall).
@@ -309,75 +127,11 @@ Totals validate(torch::jit::Module& model, const data::Datasets& data, const spe
   return all_ranks(totals, communicator);
 }
 
-// Every rank's bad files, sorted and without duplicates: an all-gather of the names built from sums,
-// each rank filling its own slot of a zeroed buffer.
+// Every rank's bad files, sorted and without duplicates.
 std::vector<std::string> all_bad_files(const data::BadFiles& bad_files, dist::Communicator& communicator) {
-  const std::vector<std::string> mine = bad_files.files();
-  if (communicator.world_size() == 1) return mine;
-  std::string text;
-  for (const auto& file : mine) text += file + '\n';
-  std::vector<torch::Tensor> lengths{torch::zeros({communicator.world_size()}, torch::kLong)};
-  lengths[0][communicator.rank()] = static_cast<std::int64_t>(text.size());
-  communicator.all_reduce_sum(lengths);
-  const std::int64_t total = lengths[0].sum().item<std::int64_t>();
-  if (total == 0) return {};
-  const std::int64_t offset = lengths[0].slice(0, 0, communicator.rank()).sum().item<std::int64_t>();
-  std::vector<torch::Tensor> bytes{torch::zeros({total}, torch::kInt)};
-  std::copy(text.begin(), text.end(), bytes[0].data_ptr<int>() + offset);
-  communicator.all_reduce_sum(bytes);
-  const int* gathered = bytes[0].data_ptr<int>();
-  std::set<std::string> all;
-  std::string name;
-  for (std::int64_t i = 0; i < total; ++i) {
-    const char c = static_cast<char>(gathered[i]);
-    if (c != '\n') {
-      name += c;
-    } else if (!name.empty()) {
-      all.insert(name);
-      name.clear();
-    }
-  }
+  const std::vector<std::string> gathered = dist::all_gather_strings(communicator, bad_files.files());
+  const std::set<std::string> all(gathered.begin(), gathered.end());
   return {all.begin(), all.end()};
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
-
-// The run record: run.json at the end, and the report's facts at every epoch end.
-struct RunFacts {
-  const RunOrigin& origin;
-  const spec::Spec& spec;
-  const data::Datasets& data;
-  int world_size;
-  std::string started;
-};
-
-nlohmann::json run_record(const RunFacts& facts, const EpochMetrics& last, const std::vector<std::string>& bad_files,
-                          double seconds) {
-  const data::Datasets& data = facts.data;
-  return {
-      {"job", facts.spec.job.name},
-      {"source", {{"repo", facts.origin.repo}, {"ref", facts.origin.ref}, {"commit", facts.origin.commit},
-                  {"spec", facts.origin.spec_name}}},
-      {"resolved_spec", facts.origin.resolved_spec},
-      {"world_size", facts.world_size},
-      {"data", {{"train_samples", data.train->size()}, {"valid_samples", data.valid ? data.valid->size() : 0},
-                {"classes", data.schema.class_names}, {"bad_files", bad_files}}},
-      {"final", {{"epoch", last.epoch}, {"train_loss", json_number(last.train_loss)},
-                 {"valid_loss", json_number(last.valid_loss)}, {"accuracy", json_number(last.valid_accuracy)},
-                 {"error_rate", json_number(last.error_rate)},
-                 {"top_k_accuracy", json_number(last.top_k_accuracy)}, {"top_k", facts.spec.train.top_k},
-                 {"mae", json_number(last.mae)}, {"mse", json_number(last.mse)}}},
-      {"started", facts.started},
-      {"seconds", seconds},
-      {"versions", {{"trainpoint", TRAINPOINT_VERSION_STRING}, {"libtorch", TORCH_VERSION}}},
-  };
 }
 
 // On the CPU, so that the model loads anywhere (Python's torch.jit.load puts tensors where they were).
@@ -390,6 +144,140 @@ void write_model(torch::jit::Module& model, const fs::path& output_dir) {
   commit_file(temporary, model_file);
 }
 
+// TRAINPOINT_TRACE_SAMPLES=DIR: each rank appends "<epoch> <sample>" for every sample it trains to
+// DIR/samples-rank-<rank>.txt, to show which samples a run and its restarts trained (docs/distributed.md).
+class SampleTrace {
+ public:
+  explicit SampleTrace(int rank) {
+    const char* directory = std::getenv("TRAINPOINT_TRACE_SAMPLES");
+    if (directory == nullptr || *directory == '\0') return;
+    fs::create_directories(directory);
+    out_.open(fs::path(directory) / fmt::format("samples-rank-{}.txt", rank), std::ios::app);
+  }
+  // The samples of batch `batch` of `indices`.
+  void record(std::int64_t epoch, const std::vector<std::size_t>& indices, std::size_t batch, std::size_t batch_size) {
+    if (!out_.is_open()) return;
+    for (std::size_t i = batch * batch_size; i < std::min(indices.size(), (batch + 1) * batch_size); ++i) {
+      out_ << epoch << ' ' << indices[i] << '\n';
+    }
+    out_.flush();
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+// Where this rank keeps checkpoints: the run's directory, checkpoints/<run key>/, in its node's output.
+struct RunCheckpoints {
+  fs::path directory;
+  bool keeps = false;  // rank 0, and a node's own copy (FitEnvironment::node_copy)
+};
+
+// Rank 0 names the run; every rank that keeps checkpoints records its identity beside them, and rank 0
+// publishes it (an s3:// output: a new pod compares its run with it before any rendezvous).
+RunCheckpoints run_checkpoints_of(const FitEnvironment& environment, const fs::path& output_dir,
+                                  dist::Communicator& communicator) {
+  const fs::path root = environment.checkpoints_root.empty() ? output_dir / "checkpoints" : environment.checkpoints_root;
+  const std::string document = dist::broadcast_bytes(
+      communicator, environment.identity ? storage::identity_json(*environment.identity).dump() : "", 0);
+  RunCheckpoints checkpoints{root, communicator.rank() == 0 || environment.node_copy};
+  if (document.empty()) return checkpoints;
+  const storage::RunIdentity identity = storage::identity_from_json(nlohmann::json::parse(document), "rank 0's run");
+  checkpoints.directory = storage::run_checkpoints(root, identity);
+  if (!checkpoints.keeps) return checkpoints;
+  const auto recorded = storage::record_identity(checkpoints.directory, identity);
+  if (recorded && communicator.rank() == 0 && environment.publish) environment.publish(*recorded);
+  return checkpoints;
+}
+
+// checkpoint.resume = "never": this run's checkpoints from an earlier start are deleted, so that the new
+// ones are not mixed with them; other runs' are left alone.
+void forget_checkpoints(const fs::path& directory, const FitEnvironment& environment, bool writer) {
+  const std::vector<fs::path> removed = prune_checkpoints(directory, 0);
+  if (removed.empty()) return;
+  spdlog::warn("checkpoint.resume = \"never\": deleted {} checkpoint(s) of an earlier start of this run in {}",
+               removed.size(), directory.string());
+  for (const fs::path& file : removed) {
+    if (writer && environment.withdraw) environment.withdraw(file);
+  }
+}
+
+// The newest checkpoint any rank holds (by step), the same on every rank: ranks that lack it receive it
+// from the lowest rank that has it, and those that keep checkpoints store it. Nothing when no rank has one.
+std::optional<Checkpoint> agree_on_checkpoint(std::optional<Checkpoint> mine, dist::Communicator& communicator,
+                                              const RunCheckpoints& checkpoints) {
+  if (communicator.world_size() == 1) return mine;
+  const std::vector<std::int64_t> steps =
+      dist::all_gather_values(communicator, mine ? mine->state.position.step + 1 : 0);  // 0: none
+  const std::int64_t newest = *std::max_element(steps.begin(), steps.end());
+  if (newest == 0) return std::nullopt;
+  if (std::count(steps.begin(), steps.end(), newest) == communicator.world_size()) {
+    return mine;  // every rank has it: nothing to send
+  }
+  const int holder = static_cast<int>(std::find(steps.begin(), steps.end(), newest) - steps.begin());
+  const bool lacking = !mine || mine->state.position.step + 1 != newest;
+  std::string bytes = dist::broadcast_bytes(communicator, communicator.rank() == holder ? mine->bytes : "", holder);
+  if (!lacking) return mine;
+  Checkpoint received = read_checkpoint(std::move(bytes), fmt::format("rank {}'s checkpoint at step {}", holder, newest - 1));
+  spdlog::warn("rank {}: {} the newest checkpoint (step {}); received it from rank {}", communicator.rank(),
+               mine ? fmt::format("has only step {}, not", mine->state.position.step) : std::string("has no checkpoint, not"),
+               newest - 1, holder);
+  if (checkpoints.keeps) {
+    received.file = checkpoint_path(checkpoints.directory, received.state.position);
+    fs::create_directories(checkpoints.directory);
+    write_file_atomic(received.file, received.bytes);
+  }
+  return received;
+}
+
+// Rank 0's answer to a question only it can answer, on every rank.
+bool agreed_by_rank_0(bool answer, dist::Communicator& communicator) {
+  return dist::any_rank(communicator, communicator.rank() == 0 && answer);
+}
+
+// Saves a checkpoint, logs how long it took (a preempted pod has k8s.grace_s to write one) and returns the seconds.
+double save_timed(const fs::path& file, const torch::jit::Module& model, const torch::optim::Optimizer& optimizer,
+                  const CheckpointState& state, const spec::Spec& spec, bool writer) {
+  const auto begun = Clock::now();
+  save_checkpoint(file, model, optimizer, state);
+  const double seconds = std::chrono::duration<double>(Clock::now() - begun).count();
+  const double megabytes = static_cast<double>(fs::file_size(file)) / (1 << 20);
+  if (seconds > static_cast<double>(spec.k8s.grace_s) / 2) {
+    spdlog::warn("checkpoint {} ({:.1f} MiB) took {:.1f}s to save, more than half of k8s.grace_s = {}: a "
+                 "preempted pod may be killed before its checkpoint is complete; raise k8s.grace_s",
+                 file.string(), megabytes, seconds, spec.k8s.grace_s);
+  } else if (writer) {
+    // At debug: the epoch line gives the save time; a slow save warns above.
+    spdlog::debug("checkpoint {} saved ({:.1f} MiB in {:.2f}s)", file.string(), megabytes, seconds);
+  }
+  return seconds;
+}
+
+// On a GPU, waits for the work this rank queued on its compute stream, so that the step timer charges it to
+// the part that queued it. The gradients' all-reduce runs on its own stream and is not waited for here.
+void wait_for_device(c10::Device device) {
+#if TRAINPOINT_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::getCurrentCUDAStream(device.index()).synchronize();
+#else
+  (void)device;
+#endif
+}
+
+// What the monitor needs to know of the run.
+MonitorSettings monitor_settings(const spec::Spec& spec, const dist::Communicator& communicator,
+                                 const FitEnvironment& environment, std::int64_t total_steps, std::int64_t first_step) {
+  MonitorSettings settings;
+  settings.job = spec.job.name;
+  settings.rank = communicator.rank();
+  settings.local_rank = environment.local_rank;
+  settings.metrics_port = static_cast<int>(spec.job.metrics_port);
+  settings.total_steps = total_steps;
+  settings.total_epochs = spec.train.epochs;
+  settings.first_step = first_step;
+  if (environment.device.is_cuda()) settings.cuda_device = environment.device.index();
+  return settings;
+}
+
 }  // namespace
 
 FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec,
@@ -400,16 +288,11 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
   };
   const c10::Device device = environment.device;
   const auto started = Clock::now();
-  const RunFacts facts{origin, spec, data, communicator.world_size(), utc_now()};
+  const RunFacts facts{origin, spec, data, communicator.world_size(), utc_timestamp()};
   const bool writer = communicator.rank() == 0;
-  const fs::path checkpoints = output_dir / "checkpoints";
+  const RunCheckpoints checkpoints = run_checkpoints_of(environment, output_dir, communicator);
   Precision precision(spec.train.precision, device);
-  // The final outputs of an earlier run go first: only a run that finishes writes them again.
-  if (writer) {
-    fs::create_directories(output_dir);
-    fs::remove(output_dir / "run.json");
-    fs::remove(output_dir / "model.pt");
-  }
+  if (writer) fs::create_directories(output_dir);
 
   Parameters placed = place_model(model, spec, device);
   std::vector<torch::Tensor>& parameters = placed.tensors;
@@ -432,28 +315,68 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
   auto optimizer = make_optimizer(spec.train, groups);
   model.train();
 
+  // The run's data: which samples each epoch has, split across the ranks.
+  const EpochSamples samples(data, spec, communicator);
+  const std::int64_t accumulate = spec.train.accumulate;
+  const auto batch_size = static_cast<std::size_t>(spec.train.batch_size);
+  const std::int64_t global_batch = spec.train.batch_size * communicator.world_size() * accumulate;
+  // The linear scaling rule (Goyal et al. 2017): the peak lr grows with the global batch, with warmup.
+  const double global_batch_factor = static_cast<double>(communicator.world_size() * accumulate);
+  const double peak_lr = spec.train.lr_scaling == "linear" ? spec.train.lr * global_batch_factor : spec.train.lr;
+
   TrainingPosition position;
-  if (spec.checkpoint.resume == "auto") {
-    if (auto resumed = load_latest_checkpoint(checkpoints, model, *optimizer)) {
-      position = *resumed;
-      spdlog::info("resumed from checkpoint after epoch {}{} (step {})", position.epochs_done,
-                   position.batches_done > 0 ? fmt::format(" and {} batches", position.batches_done) : "",
-                   position.step);
+  Totals resumed_totals;  // the interrupted epoch's, on rank 0 (the epoch's totals are summed over ranks)
+  std::optional<Checkpoint> resumed;
+  if (spec.checkpoint.resume == "never") {
+    if (checkpoints.keeps) forget_checkpoints(checkpoints.directory, environment, writer);
+  } else {
+    resumed = agree_on_checkpoint(newest_checkpoint(checkpoints.directory), communicator, checkpoints);
+  }
+  if (resumed) {
+    apply_checkpoint(*resumed, model, *optimizer);
+    position = resumed->state.position;
+    if (writer) {
+      resumed_totals.loss_sum = resumed->state.train_loss_sum;
+      resumed_totals.count = resumed->state.train_count;
     }
   }
-  // Every rank reads the checkpoints (the output directory is shared by the ranks of a node, or
-  // staged from object storage); all must have resumed from the same place.
-  if (communicator.world_size() > 1) {
-    std::vector<torch::Tensor> agreed{
-        torch::tensor({position.epochs_done, position.batches_done, position.step}, torch::kLong)};
-    communicator.broadcast(agreed, 0);
-    if (agreed[0][0].item<std::int64_t>() != position.epochs_done ||
-        agreed[0][1].item<std::int64_t>() != position.batches_done ||
-        agreed[0][2].item<std::int64_t>() != position.step) {
-      fail(ExitCode::output,
-           "rank {} resumed at step {} but rank 0 at step {}: the ranks do not see the same checkpoints in {}",
-           communicator.rank(), position.step, agreed[0][2].item<std::int64_t>(), checkpoints.string());
+
+  FitResult result;
+  // A run that already ran its epochs and wrote its final outputs is complete: it is not done again.
+  if (position.epochs_done >= spec.train.epochs && agreed_by_rank_0(environment.final_outputs_present, communicator)) {
+    result.already_complete = true;
+    if (writer) {
+      const std::vector<EpochMetrics> epochs = read_epoch_metrics(output_dir);
+      if (!epochs.empty()) result.last = epochs.back();
+      spdlog::info("the run is already complete: {} epochs trained (train.epochs = {}, last checkpoint {}); "
+                   "nothing is trained or rewritten", position.epochs_done, spec.train.epochs, resumed->file.string());
     }
+    communicator.barrier();
+    return result;
+  }
+  if (resumed && writer) {
+    spdlog::info("resumed from {} after epoch {}{} (step {})", resumed->file.string(), position.epochs_done,
+                 position.samples_done > 0 ? fmt::format(" and {} samples of epoch {}", position.samples_done,
+                                                         position.epochs_done + 1)
+                                           : "",
+                 position.step);
+    if (resumed->state.world_size != communicator.world_size()) {
+      const double old_factor = static_cast<double>(resumed->state.world_size * accumulate);
+      spdlog::info("the world size changed from {} to {}: global batch {} -> {}{}; {}", resumed->state.world_size,
+                   communicator.world_size(), spec.train.batch_size * resumed->state.world_size * accumulate,
+                   global_batch,
+                   spec.train.lr_scaling == "linear"
+                       ? fmt::format(", peak lr {:g} -> {:g} (linear scaling)", spec.train.lr * old_factor, peak_lr)
+                       : "",
+                   position.samples_done > 0 ? "the interrupted epoch's remaining samples are split over the new "
+                                               "ranks, each trained once; the schedule goes on by samples seen"
+                                             : "the schedule goes on by samples seen");
+    }
+  }
+  // The final outputs of an earlier run go first: only a run that finishes writes them again.
+  if (writer) {
+    fs::remove(output_dir / "run.json");
+    fs::remove(output_dir / "model.pt");
   }
 
   start_from_rank_0(model, parameters, communicator);  // after rank 0 resumed
@@ -461,40 +384,29 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
   std::optional<dist::GradientSynchronizer> synchronizer;
   if (!fine_tune) synchronize_trainable(synchronizer, placed, spec, communicator);
 
-  // A rank's own share (sharded staging) is shuffled locally; the whole dataset is split across ranks.
-  const bool split_here = !data.rank_share;
-  data::DistributedSampler sampler({data.train->size(), split_here ? communicator.rank() : 0,
-                                    split_here ? communicator.world_size() : 1, true, spec.data.drop_last,
-                                    static_cast<std::uint64_t>(spec.job.seed)});
-  // Every rank must take the same number of steps, or one would wait forever in a collective.
-  const std::size_t samples_per_rank = split_here ? sampler.samples_per_rank() : smallest_share(sampler, communicator);
-  const auto batch_size = static_cast<std::size_t>(spec.train.batch_size);
-  const std::int64_t batches_per_epoch = static_cast<std::int64_t>((samples_per_rank + batch_size - 1) / batch_size);
-  const std::int64_t accumulate = spec.train.accumulate;
+  const std::int64_t batches_per_epoch =
+      static_cast<std::int64_t>((samples.per_rank(0) + batch_size - 1) / batch_size);
   const std::int64_t steps_per_epoch = (batches_per_epoch + accumulate - 1) / accumulate;
-  // The linear scaling rule (Goyal et al. 2017): the peak lr grows with the global batch, with warmup.
-  const double global_batch_factor = static_cast<double>(communicator.world_size() * accumulate);
-  const double peak_lr = spec.train.lr_scaling == "linear" ? spec.train.lr * global_batch_factor : spec.train.lr;
-  const std::int64_t total_steps = steps_per_epoch * spec.train.epochs;
-  const std::int64_t frozen_steps = steps_per_epoch * spec.train.freeze_epochs;
-  const ScheduleOptions schedule{spec.train.schedule, peak_lr, spec.train.warmup, total_steps,
-                                 steps_per_epoch, spec.train.step_every, spec.train.step_gamma};
-  // Fine-tuning runs one schedule over the frozen epochs and another over the rest, as fastai's
-  // fine_tune calls fit_one_cycle twice.
-  auto lr_at = [&](std::int64_t step) {
+  // The schedule runs over epochs counted by samples trained, so that it goes on through a restart at
+  // another world size. Fine-tuning runs one schedule over the frozen epochs and another over the rest, as
+  // fastai's fine_tune calls fit_one_cycle twice.
+  const ScheduleOptions schedule{spec.train.schedule, peak_lr, spec.train.warmup, 1.0, 1.0,
+                                 spec.train.step_every, spec.train.step_gamma};
+  const auto frozen = static_cast<double>(spec.train.freeze_epochs);
+  auto lr_at = [&](double epochs) {
     ScheduleOptions phase = schedule;
-    if (step < frozen_steps) {
-      phase.total_steps = frozen_steps;
-      return learning_rate(phase, step);
+    if (epochs < frozen) {
+      phase.length = frozen;
+      return learning_rate(phase, epochs);
     }
-    phase.total_steps = total_steps - frozen_steps;
-    return learning_rate(phase, step - frozen_steps);
+    phase.length = static_cast<double>(spec.train.epochs) - frozen;
+    return learning_rate(phase, epochs - frozen);
   };
   if (writer) {
     spdlog::info("training {} samples ({} per rank, {} steps per epoch), validating on {}; world size {}; global "
                  "batch {}; peak lr {:g}{}",
-                 data.train->size(), samples_per_rank, steps_per_epoch, data.valid ? data.valid->size() : 0,
-                 communicator.world_size(), spec.train.batch_size * communicator.world_size() * accumulate, peak_lr,
+                 data.train->size(), samples.per_rank(0), steps_per_epoch, data.valid ? data.valid->size() : 0,
+                 communicator.world_size(), global_batch, peak_lr,
                  spec.train.lr_scaling == "linear" ? fmt::format(" (train.lr {:g} x {:g}, linear scaling)", spec.train.lr,
                                                                  global_batch_factor)
                                                    : "");
@@ -503,9 +415,12 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
   std::unique_ptr<MetricsLog> metrics;
   if (writer) metrics = std::make_unique<MetricsLog>(output_dir, position.epochs_done, position.step);
   const std::int64_t top_k = reports_top_k(data.schema, spec.train.top_k) ? spec.train.top_k : 0;
+  SampleTrace trace(communicator.rank());
   install_stop_handlers();
+  RunMonitor monitor(monitor_settings(spec, communicator, environment, steps_per_epoch * spec.train.epochs, position.step),
+                     dist::process_environment);
 
-  FitResult result;
+  ReadPoints reads;
   std::optional<bool> body_frozen;
   for (std::int64_t epoch = position.epochs_done; epoch < spec.train.epochs; ++epoch) {
     // The phase follows from the epoch alone, so a resumed run continues in the right one.
@@ -520,78 +435,130 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
       }
     }
     const auto epoch_started = Clock::now();
-    std::vector<std::size_t> indices = sampler.indices(epoch);
-    indices.resize(std::min(indices.size(), samples_per_rank));
-    data::Loader loader(data.train, std::move(indices), epoch,
-                        loader_options(spec, device, static_cast<std::size_t>(position.batches_done)));
+    // An interrupted epoch goes on with the samples of its global order not trained yet.
+    const std::int64_t first_sample = position.samples_done;
+    const std::vector<std::size_t> indices = samples.of_rank(epoch, first_sample);
+    data::Loader loader(data.train, indices, epoch, loader_options(spec, device));
+    // Samples of the epoch's global order trained once this rank has trained `batches` batches.
+    const auto samples_done_after = [&](std::size_t batches) {
+      const std::size_t mine = std::min(batches * batch_size, indices.size());
+      return std::min(first_sample + static_cast<std::int64_t>(mine) * communicator.world_size(), samples.in_epoch());
+    };
     // Rank 0 speaks for the job; the other ranks log only warnings and errors.
     std::optional<log::Progress> progress;
     if (writer) {
       progress.emplace(fmt::format("epoch {}/{}", epoch + 1, spec.train.epochs), loader.num_batches(), "batches");
-      progress->advance(loader.position());
     }
-    Totals train_totals;
+    monitor.start_epoch(epoch + 1);
+    StepTimer timer;
+    timer.start();
+    EpochThroughput throughput;
+    std::int64_t step_samples = 0;  // this rank's, in this step
+    Totals train_totals = epoch == position.epochs_done ? resumed_totals : Totals{};
     double lr = peak_lr;
-    double step_loss_sum = 0;  // this step's batches, for its record
-    int step_batches = 0;
+    StepLosses losses(epoch);
     try {
       while (auto next = next_batch(loader, communicator, position.step)) {
         const auto batch = on_device(std::move(*next), device, uses_channels_last(spec));
+        timer.enter(StepPart::forward_backward);
         // With accumulation, gradients are summed locally over `accumulate` batches and averaged
         // across ranks only on the last one (DDP's no_sync).
         const std::int64_t micro = (static_cast<std::int64_t>(loader.position()) - 1) % accumulate;
         const bool stepping = micro == accumulate - 1 || loader.position() == loader.num_batches();
         if (micro == 0) {
-          lr = lr_at(position.step);
+          const double epochs_trained = static_cast<double>(epoch) +
+                                        static_cast<double>(samples_done_after(loader.position() - 1)) /
+                                            static_cast<double>(samples.in_epoch());
+          lr = lr_at(epochs_trained);
           set_learning_rate(*optimizer, lr, spec.train.body_lr_factor);
           optimizer->zero_grad();
         }
         communicator.set_progress(position.step, dist::Phase::forward);
         const torch::Tensor output = precision.forward(model, batch.inputs);
         const torch::Tensor loss = loss_of(output, batch.targets, data.schema, spec.train.label_smoothing);
-        const double loss_value = loss.item<double>();
-        if (!std::isfinite(loss_value)) {
-          fail(ExitCode::training, "the loss became {} at epoch {} step {}: lower train.lr (now {:g})", loss_value,
-               epoch + 1, position.step, lr);
-        }
         if (synchronizer) synchronizer->set_enabled(stepping);
         communicator.set_progress(position.step, dist::Phase::backward);
         precision.scaled(accumulate > 1 ? loss / static_cast<double>(accumulate) : loss).backward();
-        const double n = static_cast<double>(batch.targets.size(0));
-        train_totals.loss_sum += loss_value * n;
-        train_totals.count += n;
-        step_loss_sum += loss_value;
-        ++step_batches;
-        if (progress) {
-          progress->set_note(fmt::format("loss {:.4f}", train_totals.loss_sum / train_totals.count));
-          progress->advance();
+        losses.add(loss, batch.targets.size(0), position.step + 1, lr);  // read at the next read point
+        step_samples += batch.targets.size(0);
+        trace.record(epoch, indices, loader.position() - 1, batch_size);
+        if (progress) progress->advance();
+        if (!stepping) {
+          timer.enter(StepPart::data_wait);
+          continue;
         }
-        if (!stepping) continue;
+        wait_for_device(device);
+        timer.enter(StepPart::allreduce);
         if (synchronizer) synchronizer->finish();
+        timer.enter(StepPart::optimizer);
         apply_gradients(precision, parameters, spec.train, *optimizer);
+        wait_for_device(device);
         ++position.step;
-        if (metrics) metrics->write_step({position.step, lr, step_loss_sum / step_batches});
-        step_loss_sum = 0;
-        step_batches = 0;
-        if (stop_agreed(communicator)) {
-          position.batches_done = static_cast<std::int64_t>(loader.position());
-          const fs::path saved = checkpoint_path(checkpoints, position);
+        timer.enter(StepPart::allreduce);
+        std::optional<fs::path> stop_checkpoint;  // saved because a rank was asked to stop
+        double stop_save_seconds = 0;
+        const bool read_point = reads.due(position.step, loader.position() == loader.num_batches());
+        const std::optional<std::string> diverged =
+            read_point ? losses.read(train_totals.loss_sum, train_totals.count) : std::nullopt;
+        const auto agreed = read_point ? agree_at_read_point(communicator, reads, position.step, diverged.has_value())
+                                       : ReadPointAgreement{false, false};
+        if (agreed.diverged) {
+          fail(ExitCode::training, "{}", diverged.value_or(fmt::format("another rank's loss became nan or inf by "
+                                                                       "epoch {} step {}: lower train.lr (now {:g})",
+                                                                       epoch + 1, position.step, lr)));
+        }
+        if (progress && read_point) {
+          progress->set_note(fmt::format("loss {:.4f}", train_totals.loss_sum / train_totals.count));
+          const double epoch_seconds = std::chrono::duration<double>(Clock::now() - epoch_started).count();
+          progress->set_fields({{"epoch", epoch + 1}, {"step", position.step},
+                                {"train_loss", train_totals.loss_sum / train_totals.count}, {"lr", lr},
+                                {"images_per_s", throughput.samples / std::max(1e-9, epoch_seconds)},
+                                {"rank", communicator.rank()}});
+        }
+        if (agreed.stop) {
+          // One checkpoint at this step on every rank that keeps them; the epoch's totals so far go with it.
+          position.samples_done = samples_done_after(loader.position());
+          const Totals so_far = all_ranks(train_totals, communicator);
+          timer.enter(StepPart::checkpoint);
           communicator.set_progress(position.step, dist::Phase::checkpoint);
-          if (writer) {
-            save_checkpoint(saved, model, *optimizer, position);
-            published(saved);
+          const fs::path saved = checkpoint_path(checkpoints.directory, position);
+          if (checkpoints.keeps) {
+            stop_save_seconds = save_timed(saved, model, *optimizer,
+                                           {position, communicator.world_size(), so_far.loss_sum, so_far.count}, spec,
+                                           writer);
+            monitor.checkpoint_written(stop_save_seconds);
           }
+          if (writer) published(saved);
+          stop_checkpoint = saved;
+        }
+        StepRecord record(position.step, lr, 0);  // its loss is filled in once read
+        const StepTimer::Step timed = timer.end_step();
+        reads.step_took(timed.seconds);
+        record.seconds = timed.seconds;
+        record.times = timed.times;
+        for (const StepLosses::Step& read : losses.end_step(record, step_samples)) {
+          if (metrics) metrics->write_step(read.record);
+          monitor.step_done(read.record, read.samples, communicator.stalled_ranks());
+        }
+        throughput.samples += static_cast<double>(step_samples * communicator.world_size());
+        throughput.step_seconds += timed.seconds;
+        throughput.times += timed.times;
+        step_samples = 0;
+        if (stop_checkpoint) {
+          const fs::path& saved = *stop_checkpoint;
           communicator.barrier();
-          fail(ExitCode::interrupted, "stopped by a signal at epoch {} batch {} (step {}); checkpoint {} saved: a "
-               "restart resumes there", epoch + 1, position.batches_done, position.step, saved.string());
+          fail(ExitCode::interrupted, "stopped by a signal at epoch {} step {} ({} of the epoch's {} samples "
+               "trained); checkpoint {} saved in {:.2f}s: a restart resumes there", epoch + 1, position.step,
+               position.samples_done, samples.in_epoch(), saved.string(), stop_save_seconds);
         }
       }
     } catch (const c10::Error& error) {
+      communicator.raise_if_communication_failure(error);  // with NCCL, often seen first where losses are read
       fail(ExitCode::training, "epoch {}: {}", epoch + 1, error.what_without_backtrace());
     }
-    if (progress) progress->finish();
+    if (progress) progress->close();  // the epoch line below is the epoch's one line
     position.epochs_done = epoch + 1;
-    position.batches_done = 0;
+    position.samples_done = 0;
 
     const Totals train = all_ranks(train_totals, communicator);
     EpochMetrics m;
@@ -616,29 +583,39 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
     m.seconds = std::chrono::duration<double>(Clock::now() - epoch_started).count();
     const std::vector<std::string> bad_files = all_bad_files(*data.bad_files, communicator);
     if (writer) {
-      const std::string validation = describe_validation(m, top_k);
-      spdlog::info("epoch {}/{}: train_loss {:.4f}{}{} lr {:.3g} ({:.1f}s)", m.epoch, spec.train.epochs,
-                   m.train_loss, validation.empty() ? "" : " ", validation, m.lr, m.seconds);
       metrics->write_epoch(m);
       const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
       write_report(output_dir / "report.html",
                    {run_record(facts, m, bad_files, elapsed), metrics->steps(), metrics->epochs(), spec.train.epochs,
                     top_k, false});
-      const bool due = spec.checkpoint.every_epochs > 0 && (m.epoch % spec.checkpoint.every_epochs == 0 ||
-                                                             m.epoch == spec.train.epochs);
-      if (due) {
-        communicator.set_progress(position.step, dist::Phase::checkpoint);
-        const fs::path saved = checkpoint_path(checkpoints, position);
-        save_checkpoint(saved, model, *optimizer, position);
-        published(saved);
-        for (const fs::path& pruned : prune_checkpoints(checkpoints, spec.checkpoint.keep)) {
-          if (environment.withdraw) environment.withdraw(pruned);
-        }
+    }
+    // After the metrics: a checkpoint never runs ahead of the records a resumed run keeps.
+    const bool due = spec.checkpoint.every_epochs > 0 &&
+                     (m.epoch % spec.checkpoint.every_epochs == 0 || m.epoch == spec.train.epochs);
+    std::optional<double> checkpoint_seconds;
+    if (due && checkpoints.keeps) {
+      communicator.set_progress(position.step, dist::Phase::checkpoint);
+      const fs::path saved = checkpoint_path(checkpoints.directory, position);
+      checkpoint_seconds = save_timed(saved, model, *optimizer, {position, communicator.world_size(), 0, 0}, spec, writer);
+      monitor.checkpoint_written(*checkpoint_seconds);
+      if (writer) published(saved);
+      for (const fs::path& pruned : prune_checkpoints(checkpoints.directory, spec.checkpoint.keep)) {
+        if (writer && environment.withdraw) environment.withdraw(pruned);
       }
+    }
+    if (writer) {
+      // The epoch's one line, after its checkpoint, whose save time it gives (k8s.grace_s must cover it).
+      EpochLine line = epoch_line(m, spec.train.epochs, top_k, throughput, spec.data, communicator.rank());
+      if (checkpoint_seconds) {
+        line.text += fmt::format("; checkpoint saved in {:.2f}s", *checkpoint_seconds);
+        line.fields["checkpoint_s"] = *checkpoint_seconds;
+      }
+      log::info_with_fields(line.fields, line.text);
       for (const char* record : {"metrics.jsonl", "metrics.csv", "steps.jsonl", "report.html"}) {
         published(output_dir / record);
       }
     }
+    monitor.epoch_done(m);
     result.last = m;
     ++result.epochs_run;
   }
@@ -647,118 +624,19 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
   if (writer) {
     // A resumed run that had nothing left to train reports the epoch its records end with.
-    const EpochMetrics last = metrics->epochs().empty() ? result.last : metrics->epochs().back();
-    const nlohmann::json record = run_record(facts, last, bad_files, seconds);
+    if (!metrics->epochs().empty()) result.last = metrics->epochs().back();
+    const nlohmann::json record = run_record(facts, result.last, bad_files, seconds);
     write_report(output_dir / "report.html",
                  {record, metrics->steps(), metrics->epochs(), spec.train.epochs, top_k, true});
     write_model(model, output_dir);
-    write_file_atomic(output_dir / "run.json", record.dump(2) + "\n");
+    write_run_json(output_dir, record);
     result.model_file = output_dir / "model.pt";
     published(output_dir / "report.html");
     published(result.model_file);
     published(output_dir / "run.json");
     spdlog::info("wrote {} and {}", result.model_file.string(), (output_dir / "run.json").string());
   }
-  communicator.barrier();
-  return result;
-}
-
-LrFindResult find_learning_rate(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec,
-                                dist::Communicator& communicator, const fs::path& output_dir,
-                                const FitEnvironment& environment) {
-  constexpr double kStartLr = 1e-7, kEndLr = 10.0, kBeta = 0.98;
-  constexpr std::int64_t kSteps = 100;
-  const c10::Device device = environment.device;
-  Precision precision(spec.train.precision, device);
-  Parameters placed = place_model(model, spec, device);
-  std::vector<torch::Tensor>& parameters = placed.tensors;
-  if (spec.train.freeze_epochs > 0) model::set_body_trainable(model, false);
-  auto optimizer = make_optimizer(spec.train, {torch::optim::OptimizerParamGroup(parameters)});
-  model.train();
-  start_from_rank_0(model, parameters, communicator);
-  std::optional<dist::GradientSynchronizer> synchronizer;
-  synchronize_trainable(synchronizer, placed, spec, communicator);
-  const bool split_here = !data.rank_share;
-  data::DistributedSampler sampler({data.train->size(), split_here ? communicator.rank() : 0,
-                                    split_here ? communicator.world_size() : 1, true, spec.data.drop_last,
-                                    static_cast<std::uint64_t>(spec.job.seed)});
-  const std::size_t samples_per_rank = split_here ? sampler.samples_per_rank() : smallest_share(sampler, communicator);
-
-  LrFindResult result;
-  double average = 0, best = INFINITY;
-  bool done = false;
-  for (std::int64_t epoch = 0; !done; ++epoch) {
-    std::vector<std::size_t> indices = sampler.indices(epoch);
-    indices.resize(std::min(indices.size(), samples_per_rank));
-    data::Loader loader(data.train, std::move(indices), epoch, loader_options(spec, device));
-    if (loader.num_batches() == 0) fail(ExitCode::data, "lr_find: no training samples on rank {}", communicator.rank());
-    try {
-      while (auto next = loader.next()) {
-        const auto batch = on_device(std::move(*next), device, uses_channels_last(spec));
-        const auto step = static_cast<std::int64_t>(result.points.size());
-        const double lr = kStartLr * std::pow(kEndLr / kStartLr, static_cast<double>(step) / (kSteps - 1));
-        set_learning_rate(*optimizer, lr, 1.0);
-        optimizer->zero_grad();
-        const torch::Tensor loss = loss_of(precision.forward(model, batch.inputs), batch.targets, data.schema,
-                                           spec.train.label_smoothing);
-        precision.scaled(loss).backward();
-        if (synchronizer) synchronizer->finish();
-        apply_gradients(precision, parameters, spec.train, *optimizer);
-        std::vector<torch::Tensor> losses{loss.detach().to(torch::kDouble).reshape({1})};
-        communicator.all_reduce_sum(losses);
-        const double mean_loss = losses[0].item<double>() / communicator.world_size();
-        average = kBeta * average + (1 - kBeta) * mean_loss;
-        const double smoothed = average / (1 - std::pow(kBeta, static_cast<double>(step + 1)));
-        result.points.push_back({step + 1, lr, mean_loss, smoothed});
-        best = std::min(best, smoothed);
-        done = !std::isfinite(smoothed) || smoothed > 4 * best || step + 1 == kSteps;
-        if (done) break;
-      }
-    } catch (const c10::Error& error) {
-      fail(ExitCode::training, "lr_find: {}", error.what_without_backtrace());
-    }
-  }
-
-  // As fastai, the suggestions skip the first tenth of the planned steps (the average is still
-  // settling) and the last 5 (the loss blowing up), unless that leaves too few.
-  const std::size_t n = result.points.size();
-  std::size_t first = kSteps / 10, end = n > 5 ? n - 5 : n;
-  if (end < first + 2) {
-    first = 0;
-    end = n;
-  }
-  std::size_t lowest = first, steepest = first;
-  double steepest_slope = INFINITY;
-  for (std::size_t i = first; i < end; ++i) {
-    if (result.points[i].smoothed_loss < result.points[lowest].smoothed_loss) lowest = i;
-    if (i + 1 >= end) continue;
-    const auto& here = result.points[i];
-    const auto& next = result.points[i + 1];
-    const double slope = (next.smoothed_loss - here.smoothed_loss) / (std::log(next.lr) - std::log(here.lr));
-    if (slope < steepest_slope) {
-      steepest_slope = slope;
-      steepest = i;
-    }
-  }
-  result.suggested_lr = result.points[lowest].lr / 10;
-  result.steepest_lr = result.points[steepest].lr;
-  if (communicator.rank() == 0) {
-    fs::create_directories(output_dir);
-    std::string lines;
-    for (const LrFindPoint& p : result.points) {
-      lines += nlohmann::json{{"step", p.step}, {"lr", p.lr}, {"loss", json_number(p.loss)},
-                              {"smoothed_loss", json_number(p.smoothed_loss)}}
-                   .dump() +
-               "\n";
-    }
-    write_file_atomic(output_dir / "lr_find.jsonl", lines);
-    write_file_atomic(output_dir / "lr_find.html",
-                      render_lr_find(spec.job.name, result.points, result.suggested_lr, result.steepest_lr));
-    spdlog::info("lr_find: {} steps; suggested train.lr {:.3g} (a tenth of the lr with the lowest loss, {:.3g}); "
-                 "steepest descent at {:.3g}; see {}",
-                 result.points.size(), result.suggested_lr, result.points[lowest].lr, result.steepest_lr,
-                 (output_dir / "lr_find.html").string());
-  }
+  monitor.finished();
   communicator.barrier();
   return result;
 }

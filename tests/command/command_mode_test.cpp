@@ -4,8 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
-#include <fstream>
-#include <sstream>
+#include <regex>
 
 #include "s3/s3_server.h"
 #include "support/background_process.h"
@@ -67,13 +66,6 @@ source = "data"
 nproc_per_node = 2
 )";
 
-std::string read_file(const fs::path& file) {
-  std::ifstream in(file);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 class CommandMode : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -105,7 +97,7 @@ TEST_F(CommandMode, TwoRanksOfTheUsersProgramAllReduceThroughTrainpointsVariable
   const auto result = run_job("");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   for (int rank = 0; rank < 2; ++rank) {
-    const std::string report = read_file(dir / "work" / "out" / ("rank-" + std::to_string(rank) + ".txt"));
+    const std::string report = testing::read_text(dir / "work" / "out" / ("rank-" + std::to_string(rank) + ".txt"));
     EXPECT_NE(report.find("sum=3\n"), std::string::npos) << report;  // 1 + 2
     EXPECT_NE(report.find("RANK=" + std::to_string(rank) + "\n"), std::string::npos) << report;
     EXPECT_NE(report.find("LOCAL_RANK=" + std::to_string(rank) + "\n"), std::string::npos) << report;
@@ -117,12 +109,65 @@ TEST_F(CommandMode, TwoRanksOfTheUsersProgramAllReduceThroughTrainpointsVariable
   }
 }
 
-TEST_F(CommandMode, AFailingRanksExitCodeIsTheJobsAndStopsTheOtherRank) {
-  // Rank 0 waits in init_process_group for rank 1, which exits 17: trainpoint must stop rank 0
-  // and exit 17 instead of hanging.
+TEST_F(CommandMode, AFailingRanksExitStopsTheOtherRankAndIsAProgramErrorWithItsOwnCode) {
+  // Rank 0 waits in init_process_group for rank 1, which exits 17: trainpoint must stop rank 0 and
+  // fail in its documented program class (17 would read as one of trainpoint's), naming the code and
+  // the interpreter that ran.
   const auto result = run_job("FAIL_RANK=1 FAIL_CODE=17");
-  EXPECT_EQ(result.exit_code, 17) << result.output;
+  EXPECT_EQ(result.exit_code, 10) << result.output;
   EXPECT_NE(result.output.find("worker 1 exited with code 17"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("worker 1: '/usr/bin/python3 ddp.py --epochs 5' (/usr/bin/python3 (Python 3.1"),
+            std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("exited with code 17 (the program's own code)"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("(exit 10, program error)"), std::string::npos) << result.output;
+}
+
+TEST_F(CommandMode, AMissingModuleNamesTheInterpreterThatRan) {
+  const auto result = run_job("'TRAINPOINT_SET=dist.nproc_per_node=1;"
+                              "job.command=[\"python3\", \"-c\", \"import no_such_module_xyz\"]'");
+  EXPECT_EQ(result.exit_code, 10) << result.output;
+  EXPECT_NE(result.output.find("ModuleNotFoundError"), std::string::npos) << result.output;
+  // python3 from PATH, whichever it is here: the message says which one and whether it has torch.
+  EXPECT_TRUE(std::regex_search(result.output, std::regex(R"('python3 -c import no_such_module_xyz' \(python3 = /[^ ]+ \(Python 3\.[0-9.]+, (torch [^)]+|no torch)\)\) exited with code 1)")))
+      << result.output;
+}
+
+TEST_F(CommandMode, AProgramKilledByASignalOrAskingForARetryIsRetryable) {
+  const auto killed = run_job("'TRAINPOINT_SET=dist.nproc_per_node=1;"
+                              "job.command=[\"/bin/sh\", \"-c\", \"kill -KILL $$\"]'");
+  EXPECT_EQ(killed.exit_code, 203) << killed.output;
+  EXPECT_NE(killed.output.find("was ended by signal 9 (SIGKILL: out of memory, or killed from outside)"),
+            std::string::npos) << killed.output;
+  const auto retry = run_job("'TRAINPOINT_SET=dist.nproc_per_node=1;job.command=[\"/bin/sh\", \"-c\", \"exit 200\"]'");
+  EXPECT_EQ(retry.exit_code, 203) << retry.output;
+  EXPECT_NE(retry.output.find("exited with code 200, which asks for a retry"), std::string::npos) << retry.output;
+}
+
+TEST_F(CommandMode, AScriptMissingFromTheCheckoutFailsThePreflightBeforeAnyRankStarts) {
+  const auto result = run_job("'TRAINPOINT_SET=job.command=[\"/usr/bin/python3\", \"-u\", \"trian.py\"]'");
+  EXPECT_EQ(result.exit_code, 3) << result.output;
+  EXPECT_NE(result.output.find("preflight check 'command' failed: job.command: '/usr/bin/python3 -u trian.py' runs "
+                               "trian.py, which is not in the checkout"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("started 2 workers"), std::string::npos) << result.output;
+}
+
+TEST_F(CommandMode, CheckShowsOnlyWhatCommandModeUses) {
+  const auto result = run_command(testing::trainpoint_binary() + " check --spec " +
+                                  shell_quote((dir / "repo" / "train.toml").string()));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  for (const char* shown : {"[job]", "command = [\"/usr/bin/python3\"", "requirements is unset", "[data]",
+                            "source = \"data\"", "nproc_per_node = 2", "[k8s]"}) {
+    EXPECT_NE(result.output.find(shown), std::string::npos) << shown << " in\n" << result.output;
+  }
+  EXPECT_NE(result.output.find("# command mode: the settings your program's run uses"), std::string::npos);
+  for (const char* hidden : {"\n[train]", "\n[model]", "\n[checkpoint]", "staging =", "image_size", "backend =",
+                             "seed ="}) {
+    EXPECT_EQ(result.output.find(hidden), std::string::npos) << hidden << " in\n" << result.output;
+  }
+  // trainpoint serves /metrics for its own training only (render-job's k8s.metrics_port stays).
+  const auto job = result.output.find("[job]");
+  EXPECT_EQ(result.output.substr(job, result.output.find("\n[data]") - job).find("metrics_port"), std::string::npos)
+      << result.output;
 }
 
 TEST_F(CommandMode, SigtermReachesEveryRankAndTheirExitCodeIsTheJobs) {
@@ -157,8 +202,8 @@ TEST_F(CommandMode, TrainpointIgnoresBrokenPipesAndTheProgramGetsTheDefault) {
   const auto result = run_job("'TRAINPOINT_SET=" + command + "'");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const fs::path out = dir / "work" / "out";
-  EXPECT_TRUE(ignores_sigpipe(read_file(out / "parent-0"))) << read_file(out / "parent-0");
-  EXPECT_FALSE(ignores_sigpipe(read_file(out / "self-0"))) << read_file(out / "self-0");
+  EXPECT_TRUE(ignores_sigpipe(testing::read_text(out / "parent-0"))) << testing::read_text(out / "parent-0");
+  EXPECT_FALSE(ignores_sigpipe(testing::read_text(out / "self-0"))) << testing::read_text(out / "self-0");
 }
 
 TEST_F(CommandMode, AProgramThatCannotBeStartedIsASpecError) {
@@ -170,7 +215,19 @@ TEST_F(CommandMode, AProgramThatCannotBeStartedIsASpecError) {
                   " run --spec " + shell_quote((dir / "repo" / "train.toml").string()) +
                   " --set 'job.command=[\"no-such-program-xyz\"]' --set dist.nproc_per_node=1");
   EXPECT_EQ(missing.exit_code, 3) << missing.output;
-  EXPECT_NE(missing.output.find("cannot execute 'no-such-program-xyz'"), std::string::npos) << missing.output;
+  EXPECT_NE(missing.output.find("preflight check 'command' failed: job.command: 'no-such-program-xyz' is not in "
+                                "PATH"), std::string::npos) << missing.output;
+  // A file that resolves but cannot be executed (its interpreter is missing) is told apart from a
+  // program that ran and failed.
+  testing::write_text(dir / "repo" / "broken.sh", "#!/no/such/interpreter\n");
+  fs::permissions(dir / "repo" / "broken.sh", fs::perms::owner_all);
+  const auto unstartable =
+      run_command("cd " + shell_quote(dir.path().string()) + " && " + testing::trainpoint_binary() +
+                  " run --spec " + shell_quote((dir / "repo" / "train.toml").string()) +
+                  " --set 'job.command=[\"./broken.sh\"]' --set dist.nproc_per_node=1");
+  EXPECT_EQ(unstartable.exit_code, 3) << unstartable.output;
+  EXPECT_NE(unstartable.output.find("cannot start worker 0: cannot execute '" + (dir / "repo" / "broken.sh").string() +
+                                    "': No such file or directory"), std::string::npos) << unstartable.output;
 }
 
 // The program reads data staged from S3 (s3rver) and what it writes lands in an s3:// output.
@@ -191,7 +248,7 @@ TEST_F(CommandMode, StagesAnS3SourceForTheProgramAndUploadsWhatItWrites) {
   ASSERT_EQ(keys, (std::vector<std::string>{"runs/cmd/rank-0.txt", "runs/cmd/rank-1.txt"})) << result.output;
   const fs::path fetched = dir / "rank-1.txt";
   client.download("test-bucket", {{listing.objects[1], fetched}});
-  const std::string report = read_file(fetched);
+  const std::string report = testing::read_text(fetched);
   EXPECT_NE(report.find("sum=3\n"), std::string::npos) << report;
   EXPECT_NE(report.find("data_files=2\n"), std::string::npos) << report;  // a.csv and b.csv from the bucket
 }

@@ -106,31 +106,36 @@ TEST(Loader, BatchesInOrderWithAnyWorkerCount) {
   EXPECT_EQ(targets_of(loader).size(), 100u);
 }
 
-TEST(Loader, ResumesMidEpochFromAPosition) {
-  auto dataset = std::make_shared<CountingDataset>(50);
-  const auto indices = DistributedSampler({50, 1, 2, true, false, 9}).indices(4);  // 25 samples
-  Loader full(dataset, indices, 4, {4, 2});
-  std::vector<torch::Tensor> expected;
-  while (auto batch = full.next()) expected.push_back(batch->inputs);
-  ASSERT_EQ(expected.size(), 7u);
-
-  Loader first(dataset, indices, 4, {4, 2});
-  first.next();
-  first.next();
-  first.next();
-  const std::size_t position = first.position();  // what a checkpoint saves
-  EXPECT_EQ(position, 3u);
-  LoaderOptions resume{4, 2};
-  resume.first_batch = position;
-  Loader resumed(dataset, indices, 4, resume);
-  EXPECT_EQ(resumed.num_batches(), 7u);
-  for (std::size_t b = position; b < expected.size(); ++b) {
-    auto batch = resumed.next();
-    ASSERT_TRUE(batch);
-    EXPECT_TRUE(batch->inputs.equal(expected[b])) << b;
+// An epoch interrupted after each of 2 ranks trained k samples resumes at sample 2k of the global order:
+// at the same world size each rank goes on exactly where it was, padding included; at another world size
+// the remaining samples are split anew and every sample of the epoch is trained once (padding aside).
+TEST(Sampler, AnInterruptedEpochResumesAtAnyWorldSizeWithEachRemainingSampleOnce) {
+  constexpr std::size_t kSize = 51;  // not a multiple of 2 or 3: both pad
+  constexpr std::size_t kTrained = 10;
+  std::multiset<std::size_t> trained;
+  for (int rank = 0; rank < 2; ++rank) {
+    const DistributedSampler sampler({kSize, rank, 2, true, false, 9});
+    const auto all = sampler.indices(4);
+    const auto rest = sampler.indices(4, 2 * kTrained);
+    ASSERT_EQ(rest.size(), sampler.samples_per_rank(2 * kTrained));
+    EXPECT_EQ(rest, std::vector<std::size_t>(all.begin() + kTrained, all.end())) << "rank " << rank;
+    trained.insert(all.begin(), all.begin() + kTrained);
   }
-  EXPECT_FALSE(resumed.next());
-  EXPECT_EQ(resumed.position(), 7u);
+  for (int world : {1, 3}) {
+    std::multiset<std::size_t> epoch = trained;
+    std::size_t padding = 0;
+    for (int rank = 0; rank < world; ++rank) {
+      const DistributedSampler sampler({kSize, rank, world, true, false, 9});
+      const auto rest = sampler.indices(4, 2 * kTrained);
+      EXPECT_EQ(rest.size(), (kSize - 2 * kTrained + world - 1) / world);
+      epoch.insert(rest.begin(), rest.end());
+      padding = world * rest.size() - (kSize - 2 * kTrained);
+    }
+    for (std::size_t sample = 0; sample < kSize; ++sample) {
+      EXPECT_GE(epoch.count(sample), 1u) << "world " << world << ": sample " << sample << " never trained";
+    }
+    EXPECT_EQ(epoch.size(), kSize + padding) << "world " << world << ": only the padding repeats";
+  }
 }
 
 TEST(Loader, WorkerErrorsReachTheCaller) {

@@ -17,12 +17,12 @@ using tp::testing::write_text;
 spec::DataSpec image_spec(const std::string& source) {
   spec::DataSpec spec{};
   spec.source = source;
-  spec.format = "image_folder";
+  spec.format = spec::DataFormat::image_folder;
   spec.valid = 0.25;
   spec.image_size = 8;
   spec.channels = 3;
   spec.target = "label";
-  spec.task = "classification";
+  spec.task = spec::Task::classification;
   spec.workers = 0;
   spec.resize = "stretch";
   spec.normalize = "none";
@@ -156,25 +156,25 @@ TEST(ImageCsv, SingleMultiLabelAndRegression) {
   write_text(dir / "labels.csv",
              "path,label,score\nimg/0.png,cat,1.5\nimg/1.png,dog cat,2\nimg/2.png,dog,3\nimg/3.png,cat,4\n");
   auto spec = image_spec("labels.csv");
-  spec.format = "image_csv";
+  spec.format = spec::DataFormat::image_csv;
   spec.valid = 0;
   const Datasets single = open(spec, dir.path(), 1);
   // "dog cat" is one class name in single-label mode.
   EXPECT_EQ(single.schema.class_names, (std::vector<std::string>{"cat", "dog", "dog cat"}));
-  spec.task = "multi_label";
+  spec.task = spec::Task::multi_label;
   const Datasets multi = open(spec, dir.path(), 1);
   EXPECT_TRUE(multi.schema.multi_label);
   EXPECT_EQ(multi.schema.class_names, (std::vector<std::string>{"cat", "dog"}));
   EXPECT_TRUE(multi.train->get(1, 0).target.equal(torch::tensor({1.f, 1.f})));
   EXPECT_TRUE(multi.train->get(2, 0).target.equal(torch::tensor({0.f, 1.f})));
-  spec.task = "regression";
+  spec.task = spec::Task::regression;
   spec.target = "score";
   const Datasets regression = open(spec, dir.path(), 1);
   EXPECT_FLOAT_EQ(regression.train->get(0, 0).target.item<float>(), 1.5f);
   spec.target = "missing";
   EXPECT_EQ(open_error(spec, dir.path()),
             (dir / "labels.csv").string() + ": no target column 'missing' (data.target)");
-  spec.task = "classification";
+  spec.task = spec::Task::classification;
   spec.target = "label";
   write_text(dir / "labels.csv", "path,label\nimg/0.png,cat\nimg/1.png, \nimg/2.png,dog\n");
   EXPECT_EQ(open_error(spec, dir.path()),
@@ -183,7 +183,7 @@ TEST(ImageCsv, SingleMultiLabelAndRegression) {
 
 spec::DataSpec table_spec(const std::string& source) {
   auto spec = image_spec(source);
-  spec.format = "table_csv";
+  spec.format = spec::DataFormat::table_csv;
   spec.valid = 0.2;
   return spec;
 }
@@ -212,7 +212,7 @@ TEST(TableCsv, StandardizedFeaturesAndClassIndices) {
   EXPECT_NEAR(data.schema.feature_mean[1], 1000 + 10 * data.schema.feature_mean[0], 1e-6);
   EXPECT_EQ(data.train->get(0, 0).target.dtype(), torch::kLong);
 
-  spec.task = "regression";
+  spec.task = spec::Task::regression;
   spec.target = "a";
   spec.categorical = {};
   write_text(dir / "table" / "data.csv", "a,b\n1,2\n3,x\n");
@@ -223,7 +223,7 @@ TEST(TableCsv, StandardizedFeaturesAndClassIndices) {
   EXPECT_EQ(open_error(spec, dir.path()),
             (dir / "table" / "data.csv").string() + ": no target column 'label' (data.target)");
   spec.target = "a";
-  spec.task = "classification";
+  spec.task = spec::Task::classification;
   write_text(dir / "table" / "data.csv", "a,b\nyes,2\n,3\nno,4\n");
   EXPECT_EQ(open_error(spec, dir.path()),
             (dir / "table" / "data.csv").string() + ":3: column 'a' is empty: every row needs its class");

@@ -31,8 +31,8 @@ std::string argument(int argc, char** argv, const std::string& name, const std::
 std::unique_ptr<dist::Communicator> join(int timeout_seconds) {
   const auto topology = dist::read_topology(dist::process_environment, 1, 0);
   if (!topology.rank) return dist::single_process();
-  dist::ProcessGroupOptions options{"gloo", *topology.rank, topology.world_size(), topology.master_addr,
-                                    topology.master_port, std::chrono::seconds(timeout_seconds), 0};
+  dist::ProcessGroupOptions options{dist::Backend::gloo, *topology.rank, topology.world_size(), topology.master_addr,
+                                    topology.master_port, std::chrono::seconds(timeout_seconds)};
   options.heartbeat = std::chrono::seconds(1);  // lost ranks are named within seconds
   return dist::connect(options);
 }

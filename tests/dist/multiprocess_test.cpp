@@ -237,7 +237,8 @@ TEST_F(Launcher, TwoWorkersTrainAndRank0WritesTheOutputs) {
   const auto result = run_command("timeout 300 " + command(6));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("started 2 workers"), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("[rank 1]"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("[rank 0] "), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find(" info [rank 1] "), std::string::npos) << "rank 0 speaks for the job: " << result.output;
   std::ifstream record_file(dir_ / "out/run.json");
   const auto record = nlohmann::json::parse(record_file);
   EXPECT_EQ(record["world_size"], 2);

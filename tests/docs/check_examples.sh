@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Each example repository: its spec is valid, its job.yaml is exactly what render-job makes today
-# (the command is job.yaml's first line), and the TorchScript example exports and trains.
-# Usage: check_examples.sh TRAINPOINT_BINARY TP_MAKE_DATASET_BINARY SOURCE_DIR
+# (the command is job.yaml's first line), and the TorchScript example exports and trains as its README says,
+# with images from trainpoint make-dataset, and shapes/predict.py classifies images with the model.
+# Usage: check_examples.sh TRAINPOINT_BINARY SOURCE_DIR
 set -euo pipefail
 export PATH="/usr/bin:$PATH"  # Debian's python3, which has python3-torch
 trainpoint="$1"
-make_dataset="$2"
-examples="$3/examples"
+examples="$2/examples"
 work="$(mktemp -d /tmp/trainpoint-examples.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 
@@ -27,11 +27,13 @@ done
 # The TorchScript example end to end: export the model, commit it, train one epoch from the commit.
 cp -r "$examples/torchscript" "$work/repo"
 (cd "$work/repo" && python3 export.py --classes 3 >/dev/null)
-"$make_dataset" images --out "$work/repo/data" --classes 3 --per-class 30 --size 32 --format png --seed 2 >/dev/null
+(cd "$work/repo" && "$trainpoint" make-dataset images --out data --classes 3 --per-class 30 --seed 2 >/dev/null)
 git -C "$work/repo" init -q -b main
 git -C "$work/repo" add -A
 git -C "$work/repo" -c user.name=t -c user.email=t@t commit -q -m torchscript
 "$trainpoint" run --repo "$work/repo" --ref main --spec train.toml --workdir "$work/run" --set train.epochs=1 \
   --set dist.nproc_per_node=1
 [ -s "$work/run/output/shapes-torchscript/model.pt" ] || { echo "the TorchScript example wrote no model" >&2; exit 1; }
+python3 "$examples/shapes/predict.py" "$work/run/output/shapes-torchscript/model.pt" "$work/repo/data/circle/000000.png" \
+  | grep -Eq "000000.png (circle|square|triangle) [01]\.[0-9]{4}$" || { echo "shapes/predict.py gave no class" >&2; exit 1; }
 echo "examples/torchscript: exported and trained"

@@ -38,6 +38,9 @@ print(f"{len(blocks['sh'])} blocks to run, {len(blocks['sh cluster'])} cluster b
 PY
 
 cd "$work"
+# The guide works in ${TMPDIR:-/tmp}/guide, outside the source tree: here inside the scratch directory.
+export TMPDIR="$work/tmp"
+mkdir -p "$TMPDIR"
 echo 'pwd > "$GUIDE_LAST_DIR"' >> "$work/guide.sh"
 PATH="$work/bin:$PATH" GUIDE_LAST_DIR="$work/last_dir" bash "$work/guide.sh"
 # The cluster blocks apply files the runnable blocks made, from the directory the reader ends in.

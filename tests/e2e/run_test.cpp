@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -222,7 +223,8 @@ TEST_F(EndToEnd, SigtermSavesACheckpointAndTheRestartEndsWhereAStraightRunDoes) 
 
   const auto resumed = run_command(interrupted);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find("resumed from checkpoint after epoch"), std::string::npos) << resumed.output;
+  EXPECT_TRUE(std::regex_search(resumed.output, std::regex("resumed from .*_sample-[0-9]+\\.ckpt after epoch")))
+      << resumed.output;
   const double straight_loss = read_lines(dir_ / "straight/metrics.jsonl").back()["valid_loss"].get<double>();
   const double resumed_loss = read_lines(dir_ / "interrupted/metrics.jsonl").back()["valid_loss"].get<double>();
   EXPECT_NEAR(resumed_loss, straight_loss, 1e-6) << "the resumed run must end with the same model";
@@ -239,7 +241,7 @@ TEST_F(EndToEnd, TwoRanksTrainFromS3WithShardedStagingAndACacheOnRestart) {
                           shell_quote(dir_.path().string());
   const auto first = run_command(run);
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  EXPECT_NE(first.output.find("[rank 1] staged s3://test-bucket/shapes"), std::string::npos) << first.output;
+  EXPECT_NE(first.output.find("[rank 0] staged s3://test-bucket/shapes"), std::string::npos) << first.output;
   const auto record = read_json(dir_ / "out/run.json");
   EXPECT_EQ(record["world_size"], 2);
   // Each rank trained on its own share: together they hold every image once.
@@ -273,25 +275,30 @@ TEST_F(EndToEnd, StreamsFromS3WritesOutputsToS3AndResumesFromThemOnANewDisk) {
   };
   const auto first = run(2, "pod-1");
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  EXPECT_NE(first.output.find("[rank 1] streaming s3://test-bucket/shapes: 300 images"), std::string::npos)
+  EXPECT_NE(first.output.find("[rank 0] streaming s3://test-bucket/shapes: 300 images"), std::string::npos)
       << first.output;
   EXPECT_FALSE(fs::exists(dir_ / "pod-1" / "data")) << "streaming stages nothing";
 
   s3::Client client(testing::test_connection(server.endpoint()));
+  // Keys below runs/a/, with the run's checkpoint directory (checkpoints/<run key>/) as checkpoints/RUN/.
   const auto keys = [&] {
     std::set<std::string> found;
-    for (const auto& object : client.list("test-bucket", "runs/a/").objects) found.insert(object.key);
+    for (const auto& object : client.list("test-bucket", "runs/a/").objects) {
+      found.insert(std::regex_replace(object.key, std::regex("/checkpoints/[0-9a-f]{12}/"), "/checkpoints/RUN/"));
+    }
     return found;
   };
-  for (const char* file : {"model.pt", "run.json", "metrics.jsonl", "metrics.csv", "checkpoints/epoch-000002.ckpt"}) {
+  for (const char* file : {"model.pt", "run.json", "metrics.jsonl", "metrics.csv", "checkpoints/RUN/epoch-000002.ckpt",
+                           "checkpoints/RUN/identity.json"}) {
     EXPECT_EQ(keys().count(std::string("runs/a/") + file), 1u) << file << "\n" << first.output;
   }
-  EXPECT_EQ(keys().count("runs/a/checkpoints/epoch-000001.ckpt"), 0u) << "pruned (keep = 1)";
+  EXPECT_EQ(keys().count("runs/a/checkpoints/RUN/epoch-000001.ckpt"), 0u) << "pruned (keep = 1)";
 
   // A new pod: nothing on its disk, one more epoch asked for.
   const auto second = run(3, "pod-2");
   ASSERT_EQ(second.exit_code, 0) << second.output;
-  EXPECT_NE(second.output.find("resumed from checkpoint after epoch 2"), std::string::npos) << second.output;
+  EXPECT_TRUE(std::regex_search(second.output, std::regex("resumed from .*epoch-000002\\.ckpt after epoch 2 ")))
+      << second.output;
   const fs::path metrics = dir_ / "metrics.jsonl";
   const auto listing = client.list("test-bucket", "runs/a/metrics.jsonl");
   ASSERT_EQ(listing.objects.size(), 1u);
@@ -299,8 +306,8 @@ TEST_F(EndToEnd, StreamsFromS3WritesOutputsToS3AndResumesFromThemOnANewDisk) {
   const auto lines = read_lines(metrics);
   ASSERT_EQ(lines.size(), 3u) << "the metrics of the first pod go on";
   EXPECT_EQ(lines.back()["epoch"], 3);
-  EXPECT_EQ(keys().count("runs/a/checkpoints/epoch-000003.ckpt"), 1u);
-  EXPECT_EQ(keys().count("runs/a/checkpoints/epoch-000002.ckpt"), 0u) << "pruned (keep = 1)";
+  EXPECT_EQ(keys().count("runs/a/checkpoints/RUN/epoch-000003.ckpt"), 1u);
+  EXPECT_EQ(keys().count("runs/a/checkpoints/RUN/epoch-000002.ckpt"), 0u) << "pruned (keep = 1)";
 }
 
 // A model written in Python and scripted there (torch.jit.script) trains in trainpoint as

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/url.h"
 #include "fuzz_support.h"
 #include "git/remote_url.h"
 
@@ -33,10 +34,10 @@ void raw(const std::string& url) {
     if (!remote.password.empty() && remote.password != "***") {  // "***" is what redaction writes
       const std::string userinfo = ":" + remote.password + "@";
       TP_FUZZ_CHECK(!holds(authority_of(remote.url), userinfo), url + " -> " + remote.url);
-      TP_FUZZ_CHECK(!holds(authority_of(git::redacted_url(url)), userinfo), url + " -> " + git::redacted_url(url));
+      TP_FUZZ_CHECK(!holds(authority_of(redacted_url(url)), userinfo), url + " -> " + redacted_url(url));
     }
   } else {
-    git::redacted_url(url);
+    redacted_url(url);
   }
   std::string resolved;
   if (fuzz::returns_or_fails_with(ExitCode::source,
@@ -66,13 +67,13 @@ void built(const std::string& bytes) {
   if (holds(user + host + path, kMarker) || holds(path, "pw7Qz9")) return;  // the marker must be the password's
   const std::string url = scheme + "://" + user + ":" + password + "@" + host + "/" + path;
 
-  TP_FUZZ_CHECK(!holds(git::redacted_url(url), kMarker), url + " -> " + git::redacted_url(url));
+  TP_FUZZ_CHECK(!holds(redacted_url(url), kMarker), url + " -> " + redacted_url(url));
   try {
     const git::RemoteUrl remote = git::parse_remote_url(url);
     TP_FUZZ_CHECK(!holds(remote.url, kMarker), url + " -> url " + remote.url);
     TP_FUZZ_CHECK(!holds(remote.host, kMarker) && !holds(remote.user, kMarker), url + " -> host " + remote.host);
     const std::string submodule = git::resolve_submodule_url(url, "../other.git");
-    TP_FUZZ_CHECK(!holds(git::redacted_url(submodule), kMarker), submodule);
+    TP_FUZZ_CHECK(!holds(redacted_url(submodule), kMarker), submodule);
   } catch (const Error& error) {
     TP_FUZZ_CHECK(error.code() == ExitCode::source, error.what());
     TP_FUZZ_CHECK(!holds(error.what(), kMarker), std::string("the message shows the password: ") + error.what());

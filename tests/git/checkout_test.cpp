@@ -2,6 +2,7 @@
 // HTTPS, OpenSSH sshd; refs, auth, host keys, TLS, cache, retries, full disk, submodules, LFS.
 #include "git/checkout.h"
 
+#include <git2.h>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
@@ -547,9 +548,9 @@ TEST_F(GitCheckoutTest, UnreadableCacheEntryIsRebuilt) {
 
 class SmallDisk {
  public:
-  explicit SmallDisk(const fs::path& path) : path_(path) {
+  explicit SmallDisk(const fs::path& path, const std::string& size = "1m") : path_(path) {
     fs::create_directories(path);
-    mounted_ = ::mount("tmpfs", path.c_str(), "tmpfs", 0, "size=1m") == 0;
+    mounted_ = ::mount("tmpfs", path.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
   }
   ~SmallDisk() {
     if (mounted_) ::umount(path_.c_str());
@@ -575,6 +576,21 @@ TEST_F(GitCheckoutTest, FullWorkdirDiskIsStorageClassAndLeavesNoPartialCheckout)
   EXPECT_EQ(fs::file_size(git::checkout(req).path / "blob.bin"), 3145728u);
 }
 
+TEST_F(GitCheckoutTest, DiskFullWhileWritingTheFilesIsStorageClassAndLeavesNoPartialCheckout) {
+  // Cache and work directory on one 5 MiB disk: the 3 MiB pack fits and is hard-linked into the checkout,
+  // then writing the 3 MiB file does not fit.
+  SmallDisk disk(temp_ / "one", "5m");
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root / CAP_SYS_ADMIN)";
+  auto req = request(servers_.git_url("big.git"), "main", "one/work");
+  req.cache_dir = temp_ / "one" / "cache";
+  const Failure failure = expect_failure(req);
+  EXPECT_EQ(failure.code, ExitCode::storage);
+  EXPECT_NE(failure.message.find("cannot write"), std::string::npos) << failure.message;
+  EXPECT_NE(failure.message.find("disk is full"), std::string::npos) << failure.message;
+  EXPECT_TRUE(checkout_entries("one/work").empty());
+  expect_fsck_clean(only_mirror(temp_ / "one" / "cache"));
+}
+
 TEST_F(GitCheckoutTest, FullCacheDiskIsStorageClass) {
   SmallDisk disk(temp_ / "small-cache");
   if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root / CAP_SYS_ADMIN)";
@@ -586,6 +602,55 @@ TEST_F(GitCheckoutTest, FullCacheDiskIsStorageClass) {
             std::string::npos)
       << failure.message;
   EXPECT_TRUE(checkout_entries().empty());
+}
+
+// --- what checkout writes ----------------------------------------------------------------------
+
+TEST_F(GitCheckoutTest, ParallelCheckoutWritesEveryKindOfEntryAsGitDoes) {
+  const Checkout checkout = git::checkout(request(file_url(servers_.repos() / "kinds.git"), "main"));
+  EXPECT_EQ(read(checkout.path / "a.txt"), "one\ntwo\n");
+  EXPECT_EQ(read(checkout.path / "deep" / "er" / "still" / "empty"), "");
+  EXPECT_EQ(read(checkout.path / "many" / "200.txt"), "file 200\n");
+  EXPECT_TRUE(fs::is_symlink(checkout.path / "deep" / "link"));
+  EXPECT_EQ(fs::read_symlink(checkout.path / "deep" / "link"), "../a.txt");
+  const auto exec = fs::perms::owner_exec;
+  EXPECT_NE(fs::status(checkout.path / "deep" / "run.sh").permissions() & exec, fs::perms::none);
+  EXPECT_EQ(fs::status(checkout.path / "a.txt").permissions() & exec, fs::perms::none);
+  // The same tree as git's own checkout, and an index that matches it: nothing modified, nothing untracked.
+  const fs::path reference = temp_ / "reference";
+  testing::run_checked("git clone -q " + testing::shell_quote(servers_.repos() / "kinds.git") + " " +
+                       testing::shell_quote(reference));
+  const auto diff = testing::run_command("diff -r --no-dereference --exclude=.git " +
+                                         testing::shell_quote(reference) + " " + testing::shell_quote(checkout.path));
+  EXPECT_EQ(diff.exit_code, 0) << diff.output;
+  EXPECT_EQ(testing::run_checked("git -C " + testing::shell_quote(checkout.path) + " status --porcelain"), "");
+  EXPECT_EQ(testing::run_checked("git -C " + testing::shell_quote(checkout.path) + " diff --stat HEAD"), "");
+  EXPECT_NE(log_.str().find("204 files written by"), std::string::npos) << log_.str();
+}
+
+TEST_F(GitCheckoutTest, GitattributesLineEndingsAreApplied) {
+  const Checkout checkout = git::checkout(request(file_url(servers_.repos() / "crlf.git"), "main"));
+  EXPECT_EQ(read(checkout.path / "a.txt"), "one\r\ntwo\r\n");
+  EXPECT_EQ(log_.str().find("files written by"), std::string::npos) << log_.str();  // libgit2's own checkout
+  EXPECT_EQ(testing::run_checked("git -C " + testing::shell_quote(checkout.path) + " status --porcelain"), "");
+}
+
+TEST_F(GitCheckoutTest, AttributesFileOutsideTheTreeKeepsLibgit2sCheckout) {
+  // The user's attributes file (~/.config/git/attributes), through libgit2's search path for it.
+  git_libgit2_init();
+  git_buf saved = GIT_BUF_INIT;
+  ASSERT_EQ(git_libgit2_opts(GIT_OPT_GET_SEARCH_PATH, GIT_CONFIG_LEVEL_XDG, &saved), 0);
+  const std::string original = saved.ptr ? saved.ptr : "";
+  git_buf_dispose(&saved);
+  const fs::path xdg = temp_ / "xdg";
+  fs::create_directories(xdg);
+  std::ofstream(xdg / "attributes") << "*.txt eol=crlf\n";
+  ASSERT_EQ(git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_XDG, xdg.c_str()), 0);
+  const Checkout checkout = git::checkout(request(file_url(servers_.repos() / "kinds.git"), "main"));
+  git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_XDG, original.c_str());
+  git_libgit2_shutdown();
+  EXPECT_EQ(read(checkout.path / "a.txt"), "one\r\ntwo\r\n");
+  EXPECT_EQ(log_.str().find("files written by"), std::string::npos) << log_.str();
 }
 
 // --- submodules --------------------------------------------------------------------------------

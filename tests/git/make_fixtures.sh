@@ -44,6 +44,28 @@ quiet git -C "$big" add blob.bin
 quiet git -C "$big" commit -m big
 quiet git clone --bare "$big" "$repos/big.git"
 
+# kinds: every kind of tree entry checkout writes (nested directories, an executable, a symbolic link, an
+# empty file, many files), for the parallel checkout. crlf: the same with a .gitattributes asking for CRLF
+# line endings, which only libgit2's own checkout (with filters) applies.
+kinds="$root/work/kinds"
+quiet git init "$kinds"
+mkdir -p "$kinds/deep/er/still" "$kinds/many"
+printf 'one\ntwo\n' >"$kinds/a.txt"
+printf '#!/bin/sh\necho run\n' >"$kinds/deep/run.sh" && chmod +x "$kinds/deep/run.sh"
+: >"$kinds/deep/er/still/empty"
+ln -s ../a.txt "$kinds/deep/link"
+for i in $(seq 1 200); do echo "file $i" >"$kinds/many/$i.txt"; done
+quiet git -C "$kinds" add -A
+quiet git -C "$kinds" commit -m kinds
+quiet git clone --bare "$kinds" "$repos/kinds.git"
+crlf="$root/work/crlf"
+quiet git init "$crlf"
+printf 'one\ntwo\n' >"$crlf/a.txt"
+echo '*.txt eol=crlf' >"$crlf/.gitattributes"
+quiet git -C "$crlf" add -A
+quiet git -C "$crlf" commit -m crlf
+quiet git clone --bare "$crlf" "$repos/crlf.git"
+
 # super -> lib -> leaf, with relative submodule URLs.
 for name in leaf lib super; do quiet git init "$root/work/$name"; done
 echo leaf >"$root/work/leaf/leaf.txt"

@@ -1,11 +1,14 @@
-// render-job's manifests: they parse as YAML, every field is one the PyTorchJob v1 schema has, the
-// values Kubernetes types strictly are typed right, and the output matches the golden files.
+// render-job's manifests: they parse as YAML, every field is one their release's schema has (PyTorchJob of
+// training-operator v1.9.0, TrainJob of Trainer v2.2.0: the field lists written by crd_fields.py from those
+// releases' CRDs), the values Kubernetes types strictly are typed right, and the output matches the golden
+// files.
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -26,9 +29,9 @@ std::string read_file(const fs::path& file) {
   return text.str();
 }
 
-std::set<std::string> schema_fields() {
+std::set<std::string> schema_fields(const std::string& list) {
   std::set<std::string> fields;
-  std::istringstream in(read_file(kTestDir / "pytorchjob-v1-fields.txt"));
+  std::istringstream in(read_file(kTestDir / list));
   for (std::string line; std::getline(in, line);) {
     if (!line.empty() && line[0] != '#') fields.insert(line);
   }
@@ -107,13 +110,19 @@ void expect_golden(const std::string& name, const std::string& manifest) {
       << "run with UPDATE_GOLDEN=1 to accept the new output into " << golden;
 }
 
+// The rendered fields its schema does not have.
+std::vector<std::string> unknown_fields(const YAML::Node& job, const std::set<std::string>& schema) {
+  std::vector<std::string> unknown;
+  collect(job, "", schema, unknown);
+  return unknown;
+}
+
 TEST(Manifest, PyTorchJobHasOnlySchemaFieldsAndStrictTypes) {
-  const auto schema = schema_fields();
+  const auto schema = schema_fields("pytorchjob-v1.9.0-fields.txt");
   for (const auto& request : {cpu_job(), gpu_job()}) {
     const YAML::Node job = YAML::Load(k8s::render(request));
-    std::vector<std::string> unknown;
-    collect(job, "", schema, unknown);
-    EXPECT_TRUE(unknown.empty()) << "not in the PyTorchJob v1 schema: " << unknown.front();
+    const std::vector<std::string> unknown = unknown_fields(job, schema);
+    EXPECT_TRUE(unknown.empty()) << "not in the PyTorchJob schema of training-operator v1.9.0: " << unknown.front();
 
     EXPECT_EQ(job["apiVersion"].as<std::string>(), "kubeflow.org/v1");
     EXPECT_EQ(job["kind"].as<std::string>(), "PyTorchJob");
@@ -174,14 +183,89 @@ TEST(Manifest, OneWorkerHasOnlyAMaster) {
   EXPECT_FALSE(job["spec"]["pytorchReplicaSpecs"]["Worker"]);
 }
 
-TEST(Manifest, TrainJobUsesTheTorchRuntime) {
-  const YAML::Node job = YAML::Load(k8s::render(trainjob()));
-  EXPECT_EQ(job["apiVersion"].as<std::string>(), "trainer.kubeflow.org/v1alpha1");
-  EXPECT_EQ(job["kind"].as<std::string>(), "TrainJob");
-  EXPECT_EQ(job["spec"]["runtimeRef"]["name"].as<std::string>(), "torch-distributed");
-  EXPECT_EQ(job["spec"]["trainer"]["numNodes"].as<int>(), 2);
-  EXPECT_EQ(job["spec"]["trainer"]["resourcesPerNode"]["limits"]["nvidia.com/gpu"].as<int>(), 1);
-  EXPECT_EQ(job["spec"]["podSpecOverrides"][0]["targetJobs"][0]["name"].as<std::string>(), "node");
+// The pod template a TrainJob's runtime patch sets for the runtime's "node" job.
+YAML::Node node_pod_patch(const YAML::Node& job) {
+  const YAML::Node patch = job["spec"]["runtimePatches"][0];
+  const YAML::Node replicated = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0];
+  EXPECT_EQ(replicated["name"].as<std::string>(), "node") << "the torch-distributed runtime's job";
+  return replicated["template"]["spec"]["template"];
+}
+
+TEST(Manifest, TrainJobHasOnlySchemaFieldsOfTrainerV22) {
+  const auto schema = schema_fields("trainjob-v2.2.0-fields.txt");
+  k8s::JobRequest with_vault = gpu_job();
+  with_vault.kind = k8s::Kind::trainjob;
+  for (const auto& request : {trainjob(), with_vault}) {
+    const YAML::Node job = YAML::Load(k8s::render(request));
+    const std::vector<std::string> unknown = unknown_fields(job, schema);
+    EXPECT_TRUE(unknown.empty()) << "not in the TrainJob schema of Trainer v2.2.0: " << unknown.front();
+    EXPECT_EQ(job["apiVersion"].as<std::string>(), "trainer.kubeflow.org/v1alpha1");
+    EXPECT_EQ(job["kind"].as<std::string>(), "TrainJob");
+    EXPECT_EQ(job["spec"]["runtimeRef"]["name"].as<std::string>(), "torch-distributed");
+    EXPECT_EQ(job["spec"]["trainer"]["numNodes"].as<int>(), request.workers);
+    // Trainer's webhook wants a domain-prefixed path as the patch's manager (IsDomainPrefixedPath).
+    static const std::regex domain_prefixed_path(R"(^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[-A-Za-z0-9_.~/%]+$)");
+    EXPECT_TRUE(std::regex_match(job["spec"]["runtimePatches"][0]["manager"].as<std::string>(), domain_prefixed_path));
+    // What podSpecOverrides carried in v2.0 and the API server now drops when it is there: /dev/shm and scratch.
+    const YAML::Node pod = node_pod_patch(job);
+    EXPECT_EQ(pod["spec"]["volumes"][0]["emptyDir"]["medium"].as<std::string>(), "Memory");
+    const YAML::Node container = pod["spec"]["containers"][0];
+    EXPECT_EQ(container["name"].as<std::string>(), "node");
+    EXPECT_EQ(container["volumeMounts"][0]["mountPath"].as<std::string>(), "/dev/shm");
+    EXPECT_EQ(container["volumeMounts"][1]["mountPath"].as<std::string>(), "/scratch");
+    EXPECT_FALSE(container["env"]) << "Trainer refuses env in a patch of the node container";
+  }
+  EXPECT_EQ(YAML::Load(k8s::render(trainjob()))["spec"]["trainer"]["resourcesPerNode"]["limits"]["nvidia.com/gpu"]
+                .as<int>(),
+            1);
+  const YAML::Node annotations = node_pod_patch(YAML::Load(k8s::render(with_vault)))["metadata"]["annotations"];
+  EXPECT_EQ(annotations["vault.hashicorp.com/agent-inject"].as<std::string>(), "true");
+}
+
+TEST(Manifest, MetricsPortIsServedAndAnnouncedForPrometheus) {
+  for (k8s::Kind kind : {k8s::Kind::pytorchjob, k8s::Kind::trainjob}) {
+    k8s::JobRequest request = cpu_job();
+    request.kind = kind;
+    request.metrics_port = 9400;
+    const YAML::Node job = YAML::Load(k8s::render(request));
+    const bool pytorchjob = kind == k8s::Kind::pytorchjob;
+    const YAML::Node pod =
+        pytorchjob ? job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"] : node_pod_patch(job);
+    const YAML::Node annotations = pod["metadata"]["annotations"];
+    EXPECT_EQ(annotations["prometheus.io/scrape"].as<std::string>(), "true");
+    EXPECT_EQ(annotations["prometheus.io/port"].Tag(), "!") << "annotations are strings";
+    EXPECT_EQ(annotations["prometheus.io/port"].as<std::string>(), "9400");
+    EXPECT_EQ(annotations["prometheus.io/path"].as<std::string>(), "/metrics");
+    const YAML::Node env = pytorchjob ? pod["spec"]["containers"][0]["env"] : job["spec"]["trainer"]["env"];
+    std::string set;
+    for (const auto& variable : env) {
+      if (variable["name"].as<std::string>() == "TRAINPOINT_SET") set = variable["value"].as<std::string>();
+    }
+    EXPECT_EQ(set, "train.epochs=3;job.metrics_port=9400") << "the pods serve on the announced port";
+    if (pytorchjob) {
+      const YAML::Node port = pod["spec"]["containers"][0]["ports"][0];
+      EXPECT_EQ(port["name"].as<std::string>(), "metrics");
+      EXPECT_EQ(port["containerPort"].as<int>(), 9400);
+    }
+    const auto schema = schema_fields(pytorchjob ? "pytorchjob-v1.9.0-fields.txt" : "trainjob-v2.2.0-fields.txt");
+    const std::vector<std::string> unknown = unknown_fields(job, schema);
+    EXPECT_TRUE(unknown.empty()) << unknown.front();
+  }
+  k8s::JobRequest off = cpu_job();
+  EXPECT_EQ(k8s::render(off).find("prometheus.io"), std::string::npos);
+}
+
+TEST(Manifest, PyTorchJobPodsGetTheGracePeriodToWriteTheirStopCheckpoint) {
+  k8s::JobRequest request = cpu_job();
+  request.grace_s = 240;
+  const YAML::Node job = YAML::Load(k8s::render(request));
+  for (const char* type : {"Master", "Worker"}) {
+    const YAML::Node pod = job["spec"]["pytorchReplicaSpecs"][type]["template"]["spec"];
+    EXPECT_EQ(pod["terminationGracePeriodSeconds"].Tag(), "?") << type << ": an integer, not a string";
+    EXPECT_EQ(pod["terminationGracePeriodSeconds"].as<int>(), 240) << type;
+  }
+  const std::vector<std::string> unknown = unknown_fields(job, schema_fields("pytorchjob-v1.9.0-fields.txt"));
+  EXPECT_TRUE(unknown.empty()) << unknown.front();
 }
 
 TEST(Manifest, MatchesGoldenFiles) {
@@ -212,9 +296,9 @@ TEST(Manifest, BadRequestsNameWhatIsWrong) {
   request = gpu_job();
   request.vault_path.clear();
   EXPECT_NE(message_of(request).find("k8s.vault_path"), std::string::npos);
-  request = gpu_job();
-  request.kind = k8s::Kind::trainjob;
-  EXPECT_NE(message_of(request).find("use a Secret"), std::string::npos);
+  request = cpu_job();
+  request.metrics_port = 70000;
+  EXPECT_NE(message_of(request).find("metrics port 70000"), std::string::npos);
 }
 
 }  // namespace

@@ -172,13 +172,15 @@ TEST(Model, TabularWithoutCategoriesAndPythonLoadsIt) {
 
 std::vector<std::string> strings_of(const torch::jit::Module& model, const std::string& name) {
   std::vector<std::string> values;
-  for (const auto& value : model.attr(name).toListRef()) values.push_back(value.toStringRef());
+  const c10::IValue list = model.attr(name);  // held: the loop reads into it (GCC 14's -Wdangling-reference)
+  for (const auto& value : list.toListRef()) values.push_back(value.toStringRef());
   return values;
 }
 
 std::vector<double> floats_of(const torch::jit::Module& model, const std::string& name) {
   std::vector<double> values;
-  for (const auto& value : model.attr(name).toListRef()) values.push_back(value.toDouble());
+  const c10::IValue list = model.attr(name);
+  for (const auto& value : list.toListRef()) values.push_back(value.toDouble());
   return values;
 }
 

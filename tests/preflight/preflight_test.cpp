@@ -67,7 +67,7 @@ TEST_F(Preflight, PassingChecksPrintATableWithEveryCheck) {
   const auto result = trainpoint("preflight", file_url(), "main");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_TRUE(contains(result.output, "CHECK")) << result.output;
-  for (const char* check : {"git ref", "spec", "data", "output", "gpus", "master", "disk", "shm"}) {
+  for (const char* check : {"git ref", "spec", "data", "output", "resume", "gpus", "master", "disk", "shm"}) {
     EXPECT_TRUE(contains(result.output, check)) << check << "\n" << result.output;
   }
   EXPECT_TRUE(contains(result.output, "refs/heads/main is commit")) << result.output;

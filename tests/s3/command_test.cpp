@@ -1,6 +1,7 @@
 // `trainpoint s3 ls|cp|sync` through run_s3_command, against s3rver.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "common/error.h"
@@ -15,6 +16,16 @@ namespace fs = std::filesystem;
 std::string read_all(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Every file under `directory`, relative, sorted.
+std::vector<std::string> files_under(const fs::path& directory) {
+  std::vector<std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(directory)) {
+    if (!entry.is_directory()) files.push_back(fs::relative(entry.path(), directory).generic_string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 class CommandTest : public ::testing::Test {
@@ -42,7 +53,11 @@ class CommandTest : public ::testing::Test {
 TEST_F(CommandTest, CopyListAndSyncBothWays) {
   testing::write_text(scratch_ / "up/a.txt", "alpha");
   testing::write_text(scratch_ / "up/sub/b.txt", "beta");
-  run({"cp", "--recursive", (scratch_ / "up").string(), "s3://test-bucket/tree/"});
+  const std::string uploaded = run({"cp", "--recursive", (scratch_ / "up").string(), "s3://test-bucket/tree/"});
+  // Each line names the file it sent, not the directory.
+  EXPECT_NE(uploaded.find("upload: " + (scratch_ / "up/sub/b.txt").string() + " -> s3://test-bucket/tree/sub/b.txt"),
+            std::string::npos)
+      << uploaded;
   const std::string top = run({"ls", "s3://test-bucket/tree/"});
   EXPECT_NE(top.find("tree/a.txt"), std::string::npos) << top;
   EXPECT_NE(top.find("PRE tree/sub/"), std::string::npos) << top;
@@ -56,10 +71,24 @@ TEST_F(CommandTest, CopyListAndSyncBothWays) {
   EXPECT_EQ(read_all(scratch_ / "down/sub/b.txt"), "beta");
   EXPECT_NE(run({"sync", "s3://test-bucket/tree", (scratch_ / "down").string()}).find("downloaded 0 objects"),
             std::string::npos);
+  // A copy holds what the bucket holds and nothing of trainpoint's own (no cache journal, no lock), so a
+  // later upload of it sends nothing extra.
+  const std::vector<std::string> bucket_files{"a.txt", "sub/b.txt"};
+  EXPECT_EQ(files_under(scratch_ / "down"), bucket_files);
+  run({"cp", "--recursive", "s3://test-bucket/tree", (scratch_ / "copy").string()});
+  EXPECT_EQ(files_under(scratch_ / "copy"), bucket_files);
+  // Without a journal a changed file is still found: by its MD5 against the object's ETag.
+  testing::write_text(scratch_ / "down/a.txt", "ALPHA");
+  EXPECT_NE(run({"sync", "s3://test-bucket/tree", (scratch_ / "down").string()}).find("downloaded 1 objects"),
+            std::string::npos);
+  EXPECT_EQ(read_all(scratch_ / "down/a.txt"), "alpha");
 
   testing::write_text(scratch_ / "up/a.txt", "ALPHA");  // same size, other content: found by MD5
-  EXPECT_NE(run({"sync", (scratch_ / "up").string(), "s3://test-bucket/tree"}).find("uploaded 1 files"),
-            std::string::npos);
+  const std::string synced = run({"sync", (scratch_ / "up").string(), "s3://test-bucket/tree"});
+  EXPECT_NE(synced.find("uploaded 1 files"), std::string::npos) << synced;
+  EXPECT_NE(synced.find("upload: " + (scratch_ / "up/a.txt").string() + " -> s3://test-bucket/tree/a.txt"),
+            std::string::npos)
+      << synced;
   run({"cp", "s3://test-bucket/tree/a.txt", (scratch_ / "a-again.txt").string()});
   EXPECT_EQ(read_all(scratch_ / "a-again.txt"), "ALPHA");
 }

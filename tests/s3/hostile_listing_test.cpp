@@ -308,7 +308,7 @@ class HostileServerTest : public ::testing::Test {
     stage_request.connection.endpoint = endpoint;
     stage_request.connection.credentials_file = (scratch_ / "credentials").string();
     stage_request.transfer = testing::fast_retries();
-    stage_request.transfer.max_attempts = 2;
+    stage_request.transfer.retry.max_attempts = 2;
     return stage_request;
   }
   // Everything under the scratch directory except the credentials file: the destination's contents.

@@ -8,8 +8,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -46,27 +44,6 @@ S3Server::S3Server(bool tls)
   wait_for_port(port_);
 }
 
-FaultProxy::FaultProxy(int upstream_port, const std::string& rules_json)
-    : port_(free_port()),
-      process_(
-          [&] {
-            write_text(directory_.path() / "rules.json", rules_json);
-            return "python3 " + shell_quote(source_dir() + "/tests/s3/fault_proxy.py") + " " +
-                   std::to_string(port_) + " " + std::to_string(upstream_port) + " " +
-                   shell_quote((directory_.path() / "rules.json").string()) + " " +
-                   shell_quote((directory_.path() / "requests.log").string());
-          }(),
-          directory_.path() / "proxy.log") {
-  wait_for_port(port_);
-}
-
-std::string FaultProxy::requests() const {
-  std::ifstream in(directory_.path() / "requests.log");
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
-
 s3::Connection test_connection(const std::string& endpoint) {
   s3::Connection connection;
   connection.endpoint = endpoint;
@@ -80,9 +57,9 @@ s3::Connection test_connection(const std::string& endpoint) {
 s3::TransferSettings fast_retries() {
   s3::TransferSettings settings;
   settings.parallelism = 4;
-  settings.max_attempts = 5;
-  settings.backoff_base = std::chrono::milliseconds(5);
-  settings.backoff_cap = std::chrono::milliseconds(50);
+  settings.retry.max_attempts = 5;
+  settings.retry.first_wait = std::chrono::milliseconds(5);
+  settings.retry.max_wait = std::chrono::milliseconds(50);
   settings.http.stall_timeout = std::chrono::seconds(1);
   return settings;
 }

@@ -1,5 +1,5 @@
-// Test servers for the S3 suite: s3rver (npm) on a free loopback port, and a fault-injecting proxy
-// (fault_proxy.py) in front of it.
+// Test servers for the S3 suite: s3rver (npm) on a free loopback port; support/fault_proxy.h puts a
+// fault-injecting proxy in front of it.
 #pragma once
 
 #include <sys/types.h>
@@ -9,6 +9,7 @@
 
 #include "s3/client.h"
 #include "support/background_process.h"
+#include "support/fault_proxy.h"
 #include "support/temp_dir.h"
 
 namespace tp::testing {
@@ -31,20 +32,6 @@ class S3Server {
   TempDir directory_;
   bool tls_;
   std::filesystem::path data_dir_;
-  int port_;
-  BackgroundProcess process_;
-};
-
-// Forwards to `upstream_port`; `rules_json` is a JSON list of faults (see fault_proxy.py).
-class FaultProxy {
- public:
-  FaultProxy(int upstream_port, const std::string& rules_json);
-  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  // One line per request seen: "METHOD PATH RANGE FAULT".
-  std::string requests() const;
-
- private:
-  TempDir directory_;
   int port_;
   BackgroundProcess process_;
 };

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 
 #include "common/error.h"
 #include "support/process.h"
@@ -60,7 +61,7 @@ TEST(Spec, LaterOverrideWins) {
 
 TEST(Spec, OverrideAcceptsBareWordsForStrings) {
   const auto loaded = load_string(kMinimal, {"train.optimizer=sgd", "dist.nproc_per_node=auto"}, "train.toml");
-  EXPECT_EQ(loaded.spec.train.optimizer, "sgd");
+  EXPECT_EQ(loaded.spec.train.optimizer, Optimizer::sgd);
   EXPECT_EQ(loaded.spec.dist.nproc_per_node, 0);
 }
 
@@ -86,6 +87,37 @@ TEST(Spec, MisspelledSectionSuggestsTheNearestKey) {
 TEST(Spec, MisspelledKeySuggestsTheNearestKey) {
   const std::string message = load_error(std::string(kMinimal) + "\n[train]\nepohcs = 3\n");
   EXPECT_EQ(message, "train.toml:9:1: unknown key 'train.epohcs' (did you mean 'train.epochs'?)");
+}
+
+TEST(Spec, OtherToolsNamesAndNamesWithoutTheirSectionSuggestTheSetting) {
+  EXPECT_EQ(load_error(std::string(kMinimal) + "\n[train]\nlearning_rate = 0.1\n"),
+            "train.toml:9:1: unknown key 'train.learning_rate' (did you mean 'train.lr'?)");
+  EXPECT_EQ(load_error(kMinimal, {"epochs=3"}), "--set epochs=3: unknown key 'epochs' (did you mean 'train.epochs'?)");
+  EXPECT_EQ(load_error(kMinimal, {"data.num_epochs=3"}),
+            "--set data.num_epochs=3: unknown key 'data.num_epochs' (did you mean 'train.epochs'?)");
+  EXPECT_EQ(load_error(kMinimal, {"Batch-Size=3"}),
+            "--set Batch-Size=3: unknown key 'Batch-Size' (did you mean 'train.batch_size'?)");
+  EXPECT_EQ(load_error(kMinimal, {"workers=3"}),
+            "--set workers=3: unknown key 'workers' (did you mean 'data.workers' or 'k8s.workers'?)");
+  EXPECT_EQ(load_error(kMinimal, {"k8s.num_workers=3"}),
+            "--set k8s.num_workers=3: unknown key 'k8s.num_workers' (did you mean 'k8s.workers'?)");
+}
+
+TEST(Spec, EveryErrorOfAFileAndItsOverridesIsReportedAtOnce) {
+  const std::string message = load_error(
+      "[data]\nsource = \"data\"\nimage_size = 2\n[model]\narch = \"small_cnn\"\n[train]\nlearning_rate = 0.1\n"
+      "epochs = \"five\"\n",
+      {"train.momentum=2"});
+  EXPECT_EQ(message,
+            "train.toml:3:14: data.image_size: 2 is out of range: must be >= 4 and <= 4096\n"
+            "train.toml:7:1: unknown key 'train.learning_rate' (did you mean 'train.lr'?)\n"
+            "train.toml:8:10: train.epochs: expected integer, got a string\n"
+            "--set train.momentum=2: train.momentum: 2 is out of range: must be >= 0 and <= 0.999");
+  // How settings go together is checked once each setting could be read, and every mistake is named.
+  EXPECT_EQ(load_error("[data]\nsource = \"data\"\nchannels = 2\n[model]\n[train]\nepochs = 2\nfreeze_epochs = 3\n"),
+            "train.toml: [model] needs 'model.arch' (a built-in architecture) or 'model.torchscript'\n"
+            "train.toml:3:1: data.channels: 2 is not one of: 1 (grayscale), 3 (RGB)\n"
+            "train.toml:7:1: train.freeze_epochs (3) is more than train.epochs (train.toml:6:1: 2)");
 }
 
 TEST(Spec, UnknownKeyFarFromAnyGetsNoSuggestion) {
@@ -241,6 +273,52 @@ TEST(Spec, TwoChannelsAreRejected) {
 
 TEST(Spec, ASectionThatIsNotATableIsNamed) {
   EXPECT_EQ(load_error("train = 5\n" + std::string(kMinimal)), "train.toml:1:1: train: expected a table ([train]), got a value");
+}
+
+const char* kCommandMode = R"([job]
+command = ["python3", "train.py"]
+requirements = "requirements.txt"
+
+[job.env]
+NCCL_DEBUG = "INFO"
+OMP_NUM_THREADS = 4
+)";
+
+TEST(Spec, CommandModeTakesRequirementsAndAnEnvironmentTable) {
+  const auto loaded = load_string(kCommandMode, {"job.env.MY_FLAG=on", "job.env.NCCL_DEBUG=WARN"}, "train.toml");
+  EXPECT_EQ(loaded.spec.job.requirements, "requirements.txt");
+  const std::map<std::string, std::string> expected{{"MY_FLAG", "on"}, {"NCCL_DEBUG", "WARN"}, {"OMP_NUM_THREADS", "4"}};
+  EXPECT_EQ(loaded.spec.job.env, expected);
+  EXPECT_EQ(loaded.origins.at("job.env"), "--set");
+  // An inline table with --set replaces the table; the description loads again to the same values.
+  const auto inline_table = load_string(kCommandMode, {"job.env={ A = \"1\" }"}, "train.toml");
+  EXPECT_EQ(inline_table.spec.job.env, (std::map<std::string, std::string>{{"A", "1"}}));
+  const std::string text = describe(loaded);
+  EXPECT_NE(text.find(R"(env = { MY_FLAG = "on", NCCL_DEBUG = "WARN", OMP_NUM_THREADS = "4" })"), std::string::npos)
+      << text;
+  EXPECT_EQ(load_string(text, {}, "described.toml").spec.job.env, expected);
+}
+
+TEST(Spec, EnvironmentNamesAreCheckedWhereTheyAreWritten) {
+  EXPECT_EQ(load_error(std::string(kCommandMode) + "RANK = \"3\"\n"),
+            "train.toml:8:8: job.env: RANK is set by trainpoint for the program (docs/spec.md, job.command) and "
+            "cannot be changed here");
+  EXPECT_EQ(load_error(std::string(kCommandMode) + "DEBUG = true\n"),
+            "train.toml:8:9: job.env.DEBUG: expected a string, got a boolean");
+  EXPECT_EQ(load_error(kCommandMode, {"job.env.TRAINPOINT_OUTPUT_DIR=/tmp"}),
+            "--set job.env.TRAINPOINT_OUTPUT_DIR=/tmp: job.env: TRAINPOINT_OUTPUT_DIR is set by trainpoint for the "
+            "program (docs/spec.md, job.command) and cannot be changed here");
+  EXPECT_EQ(load_error(kCommandMode, {"job.env.2FAST=1"}),
+            "--set job.env.2FAST=1: job.env: '2FAST' is not an environment variable name (letters, digits and '_', "
+            "not starting with a digit)");
+}
+
+TEST(Spec, RequirementsAndEnvAreForCommandMode) {
+  EXPECT_EQ(load_error(std::string(kMinimal) + "[job]\nrequirements = \"requirements.txt\"\n"),
+            "train.toml:8:1: job.requirements is for command mode: set job.command to the program it is for");
+  EXPECT_EQ(load_error(kCommandMode, {"job.requirements=../outside.txt"}),
+            "--set: job.requirements: '../outside.txt' must be a path inside the repository, such as "
+            "\"requirements.txt\"");
 }
 
 TEST(Spec, ReferenceDocumentIsUpToDate) {

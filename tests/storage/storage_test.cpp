@@ -55,7 +55,7 @@ TEST_F(StorageTest, StreamedImagesMatchALocalCopyAndTheCacheStaysWithinItsBound)
   upload(dir_ / "images", "s3://test-bucket/big");
 
   spec_.data.source = "s3://test-bucket/big";
-  spec_.data.staging = "stream";
+  spec_.data.staging = spec::Staging::stream;
   spec_.data.stream_cache_mb = 16;
   spec_.data.valid = 0.25;
   spec_.data.image_size = 32;
@@ -95,39 +95,49 @@ TEST_F(StorageTest, S3OutputsUploadPublishedFilesAndANewPodFetchesWhatResumingNe
   spec_.job.output = "s3://test-bucket/runs/x";
   const OutputLocation first(spec_, dir_ / "pod-1");
   ASSERT_TRUE(first.remote());
-  for (const char* name : {"epoch-000001.ckpt", "epoch-000002.ckpt", "epoch-000003.ckpt"}) {
-    testing::write_text(first.local_dir() / "checkpoints" / name, name);
-    first.publish(first.local_dir() / "checkpoints" / name);
+  // This run's checkpoints in checkpoints/run-a/, another run's beside them.
+  const fs::path mine = first.checkpoints_root() / "run-a";
+  const fs::path other = first.checkpoints_root() / "run-b";
+  for (const char* name : {"epoch-000001.ckpt", "epoch-000002.ckpt", "epoch-000003.ckpt", "identity.json"}) {
+    testing::write_text(mine / name, name);
+    first.publish(mine / name);
+  }
+  for (const char* name : {"epoch-000009.ckpt", "identity.json"}) {
+    testing::write_text(other / name, name);
+    first.publish(other / name);
   }
   testing::write_text(first.local_dir() / "metrics.jsonl", "{\"epoch\": 3}\n");
   first.publish(first.local_dir() / "metrics.jsonl");
   testing::write_text(first.local_dir() / "model.pt", "model");
   first.publish(first.local_dir() / "model.pt");
 
-  const OutputLocation second(spec_, dir_ / "pod-2");
-  EXPECT_EQ(second.fetch_for_resume(2), 3u);
-  const fs::path checkpoints = second.local_dir() / "checkpoints";
-  EXPECT_FALSE(fs::exists(checkpoints / "epoch-000001.ckpt")) << "only the newest `keep` are needed";
-  std::ifstream newest(checkpoints / "epoch-000003.ckpt");
+  OutputLocation second(spec_, dir_ / "pod-2");
+  EXPECT_EQ(second.fetch_for_resume("run-a", 2), 5u);
+  const fs::path fetched = second.checkpoints_root() / "run-a";
+  EXPECT_FALSE(fs::exists(fetched / "epoch-000001.ckpt")) << "only the newest `keep` are needed";
+  std::ifstream newest(fetched / "epoch-000003.ckpt");
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(newest), {}), "epoch-000003.ckpt");
-  EXPECT_TRUE(fs::exists(checkpoints / "epoch-000002.ckpt"));
+  EXPECT_TRUE(fs::exists(fetched / "epoch-000002.ckpt"));
+  EXPECT_TRUE(fs::exists(fetched / "identity.json"));
+  EXPECT_TRUE(fs::exists(second.checkpoints_root() / "run-b" / "identity.json")) << "every run's identity";
+  EXPECT_FALSE(fs::exists(second.checkpoints_root() / "run-b" / "epoch-000009.ckpt")) << "not another run's";
   EXPECT_TRUE(fs::exists(second.local_dir() / "metrics.jsonl"));
   EXPECT_FALSE(fs::exists(second.local_dir() / "model.pt")) << "a finished model is not needed to resume";
-  EXPECT_EQ(second.fetch_for_resume(2), 0u) << "what is there is not fetched again";
+  EXPECT_FALSE(second.has_final_outputs()) << "model.pt without run.json: not finished";
+  EXPECT_EQ(second.fetch_for_resume("run-a", 2), 0u) << "what is there is not fetched again";
 
   // A checkpoint pruned locally is withdrawn from S3: a third pod no longer finds it.
-  second.withdraw(checkpoints / "epoch-000002.ckpt");
-  const OutputLocation third(spec_, dir_ / "pod-4");
-  EXPECT_EQ(third.fetch_for_resume(2), 3u);
-  EXPECT_FALSE(fs::exists(third.local_dir() / "checkpoints" / "epoch-000002.ckpt"));
-  EXPECT_TRUE(fs::exists(third.local_dir() / "checkpoints" / "epoch-000001.ckpt"))
-      << "now among the newest 2";
+  second.withdraw(fetched / "epoch-000002.ckpt");
+  OutputLocation third(spec_, dir_ / "pod-4");
+  EXPECT_EQ(third.fetch_for_resume("run-a", 2), 5u);
+  EXPECT_FALSE(fs::exists(third.checkpoints_root() / "run-a" / "epoch-000002.ckpt"));
+  EXPECT_TRUE(fs::exists(third.checkpoints_root() / "run-a" / "epoch-000001.ckpt")) << "now among the newest 2";
 
   spec_.job.output = "out";
-  const OutputLocation local(spec_, dir_ / "pod-3");
+  OutputLocation local(spec_, dir_ / "pod-3");
   EXPECT_FALSE(local.remote());
   EXPECT_EQ(local.local_dir(), dir_ / "pod-3" / "out");
-  EXPECT_EQ(local.fetch_for_resume(2), 0u);
+  EXPECT_EQ(local.fetch_for_resume("run-a", 2), 0u);
 }
 
 TEST_F(StorageTest, WeightsInS3AreDownloadedOnceAndLoadAsFromTheRepository) {

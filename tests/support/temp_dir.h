@@ -21,6 +21,8 @@ class TempDir {
 };
 
 void write_text(const std::filesystem::path& path, const std::string& text);
+// The file's content; empty when it cannot be read.
+std::string read_text(const std::filesystem::path& path);
 
 // The bytes in the regular files below `directory`. A cache's threads may evict files while this walks it:
 // a file gone meanwhile counts as nothing (std::filesystem's throwing calls would fail the test).

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -56,7 +57,15 @@ SampleRun sample_run(int epochs, int steps_per_epoch) {
     const double t = static_cast<double>(s) / total;
     const double lr =
         t < 0.25 ? 0.01 * (0.04 + 0.96 * t / 0.25) : 0.01 * (1 + std::cos(M_PI * (t - 0.25) / 0.75)) / 2;
-    run.steps.push_back({s, lr, 2.3 * std::exp(-3 * t) + 0.1 + 0.05 * std::sin(s * 1.7)});
+    StepRecord step{s, lr, 2.3 * std::exp(-3 * t) + 0.1 + 0.05 * std::sin(s * 1.7)};
+    // Where the time went: the data wait grows in the second half, each epoch's first step checkpoints.
+    step.times[StepPart::data_wait] = t < 0.5 ? 0.01 : 0.04;
+    step.times[StepPart::forward_backward] = 0.06;
+    step.times[StepPart::allreduce] = 0.02;
+    step.times[StepPart::optimizer] = 0.005;
+    step.times[StepPart::checkpoint] = (s - 1) % steps_per_epoch == 0 ? 0.03 : 0;
+    step.seconds = step.times.total();
+    run.steps.push_back(step);
   }
   for (int e = 1; e <= epochs; ++e) {
     EpochMetrics m;
@@ -101,7 +110,7 @@ std::size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-TEST(Report, IsOneSelfContainedPageWithThreeChartsAndTheRunsValues) {
+TEST(Report, IsOneSelfContainedPageWithFourChartsAndTheRunsValues) {
   const SampleRun run = sample_run(6, 50);
   const json record = sample_record();
   const std::string html = render_report({record, run.steps, run.epochs, 6, 5, true});
@@ -111,8 +120,8 @@ TEST(Report, IsOneSelfContainedPageWithThreeChartsAndTheRunsValues) {
   EXPECT_EQ(html.find("<link"), std::string::npos);
   EXPECT_EQ(html.find(" src="), std::string::npos) << "nothing may be fetched";
   EXPECT_EQ(html.find("url("), std::string::npos) << "nothing may be fetched";
-  EXPECT_EQ(count(html, "<svg"), 3u);
-  EXPECT_EQ(count(html, "</svg>"), 3u);
+  EXPECT_EQ(count(html, "<svg"), 4u);
+  EXPECT_EQ(count(html, "</svg>"), 4u);
   EXPECT_EQ(html.find("nan"), std::string::npos);
 
   // Train loss per step, valid loss per epoch, lr per step, then accuracy, error rate, top-5 per epoch.
@@ -159,7 +168,7 @@ TEST(Report, ParsesAsXml) {
       "print(len(root.findall('.//svg')), len(root.findall('.//path')), len(root.findall('.//table')))\" " +
       testing::shell_quote((dir / "report.html").string()));
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_EQ(result.output, "3 6 2\n");
+  EXPECT_EQ(result.output, "4 6 2\n");
 }
 
 TEST(Report, LongRunsAreThinnedGapsBreakTheLineAndEmptyChartsSaySo) {
@@ -185,6 +194,90 @@ TEST(Report, LongRunsAreThinnedGapsBreakTheLineAndEmptyChartsSaySo) {
   const std::string loss_path = short_html.substr(start, short_html.find('"', start) - start);
   EXPECT_EQ(loss_path.rfind("M64.0,", 0), 0u) << loss_path;
   EXPECT_EQ(count(loss_path, "M"), 2u) << "the missing value starts a new segment: " << loss_path;
+}
+
+// The bars of the step-time chart: (x, width, y, height, part) of each <rect data-part=...>.
+struct Bar {
+  double x, width, y, height;
+  std::string part;
+};
+std::vector<Bar> step_bars(const std::string& html) {
+  std::vector<Bar> bars;
+  const std::regex rect(
+      R"re(<rect x="([-0-9.]+)" y="([-0-9.]+)" width="([-0-9.]+)" height="([-0-9.]+)" fill="#[0-9a-f]+" data-part="([a-z_]+)"/>)re");
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), rect); it != std::sregex_iterator(); ++it) {
+    bars.push_back({std::stod((*it)[1]), std::stod((*it)[3]), std::stod((*it)[2]), std::stod((*it)[4]), (*it)[5]});
+  }
+  return bars;
+}
+
+TEST(Report, StepTimeChartStacksEachPartOfTheSteps) {
+  const SampleRun run = sample_run(2, 30);  // 60 steps: one bar each
+  const json record = sample_record();
+  const std::string html = render_report({record, run.steps, run.epochs, 2, 5, true});
+  EXPECT_NE(html.find("Time per step"), std::string::npos);
+  const std::vector<Bar> bars = step_bars(html);
+  std::map<std::string, int> per_part;
+  for (const Bar& bar : bars) ++per_part[bar.part];
+  EXPECT_EQ(per_part["data_wait"], 60);
+  EXPECT_EQ(per_part["forward_backward"], 60);
+  EXPECT_EQ(per_part["allreduce"], 60);
+  EXPECT_EQ(per_part["optimizer"], 60);
+  EXPECT_EQ(per_part["checkpoint"], 2) << "only the steps that wrote a checkpoint";
+  // Stacked: in each bar the parts touch, and every bar stands on the axis.
+  std::map<double, std::vector<Bar>> by_x;
+  for (const Bar& bar : bars) by_x[bar.x].push_back(bar);
+  ASSERT_EQ(by_x.size(), 60u);
+  double first_height = 0, last_height = 0;
+  for (const auto& [x, stack] : by_x) {
+    for (std::size_t i = 1; i < stack.size(); ++i) EXPECT_NEAR(stack[i].y + stack[i].height, stack[i - 1].y, 0.11);
+    EXPECT_NEAR(stack.front().y + stack.front().height, 300 - 44, 0.11);
+    (first_height == 0 ? first_height : last_height) = stack.front().height;
+    EXPECT_GE(stack.front().x, 64);
+    EXPECT_LE(stack.front().x + stack.front().width, kChartWidth - 16 + 0.1);
+  }
+  EXPECT_GT(last_height, 3 * first_height) << "the data wait grew from 0.01 to 0.04 s per step";
+  EXPECT_NE(html.find("Where the training steps&#39; time went: data wait 22.9%, forward+backward 53.8%"),
+            std::string::npos)
+      << "shares of the total time";
+
+  // Records without timing (an older run resumed) leave the chart empty, not wrong.
+  const std::vector<StepRecord> untimed{{1, 0.1, 1.0}, {2, 0.1, 0.9}};
+  const std::string old_html = render_report({record, untimed, run.epochs, 2, 5, false});
+  EXPECT_TRUE(step_bars(old_html).empty());
+  EXPECT_EQ(old_html.find("Where the training steps"), std::string::npos);
+}
+
+// A regression whose loss falls from 10^4 to 1: the loss chart is logarithmic (a linear one is flat after the
+// first steps), MAE and MSE have a chart each (on one axis they differ by orders of magnitude), and a short
+// epoch's seconds are not 0.0.
+TEST(Report, ALossOverDecadesIsLogarithmicAndRegressionErrorsHaveTheirOwnCharts) {
+  SampleRun run = sample_run(4, 25);
+  for (auto& step : run.steps) step.train_loss = 1e4 * std::pow(1e-4, (step.step - 1) / 99.0);
+  for (auto& m : run.epochs) {
+    m.valid_loss = m.mse = run.steps[static_cast<std::size_t>(m.step - 1)].train_loss;
+    m.mae = std::sqrt(m.mse);
+    m.valid_accuracy = m.error_rate = m.top_k_accuracy = std::nan("");
+    m.seconds = 0.0421;
+  }
+  json record = sample_record();
+  record["seconds"] = 0.168;
+  const std::string html = render_report({record, run.steps, run.epochs, 4, 5, true});
+  EXPECT_EQ(count(html, "<svg"), 5u) << "loss, lr, MAE, MSE and the time per step";
+  EXPECT_NE(html.find(">Loss (log scale)</text>"), std::string::npos);
+  EXPECT_NE(html.find(">Validation MAE</text>"), std::string::npos);
+  EXPECT_NE(html.find(">Validation MSE (log scale)</text>"), std::string::npos);
+  EXPECT_EQ(html.find(">Validation metrics</text>"), std::string::npos) << "no fraction to show";
+  for (const char* tick : {">10000</text>", ">100</text>", ">1</text>"}) EXPECT_NE(html.find(tick), std::string::npos) << tick;
+  // The loss falls steadily: on a log axis its points are evenly spaced in height.
+  const auto paths = svg_paths(html);
+  ASSERT_FALSE(paths.empty());
+  const auto& loss = paths[0];
+  ASSERT_EQ(loss.size(), 100u);
+  EXPECT_NEAR(loss[25].second - loss[0].second, loss[99].second - loss[74].second, 0.3);
+  EXPECT_NE(html.find("<td>0.0421</td></tr>"), std::string::npos) << "seconds of each epoch";
+  EXPECT_NE(html.find("finished: 4 epochs in 0.168 s"), std::string::npos);
+  EXPECT_EQ(html.find("nan"), std::string::npos);
 }
 
 TEST(Report, LrFindPageShowsTheLossAgainstTheLearningRateAndTheSuggestions) {
@@ -239,7 +332,7 @@ std::size_t pixels_near(const Pixels& pixels, int r, int g, int b) {
 TEST(Report, ChromiumRendersTheChartsAndTables) {
   const auto found = testing::run_command("command -v chromium");
   ASSERT_EQ(found.exit_code, 0)
-      << "chromium is not installed: scripts/install-deps installs it (scripts/deps/debian.txt)";
+      << "chromium is not installed: scripts/install-deps --tests installs it (scripts/deps/debian-test.txt)";
   testing::TempDir dir;
   const SampleRun run = sample_run(6, 50);
   const json record = sample_record();
@@ -270,6 +363,11 @@ TEST(Report, ChromiumRendersTheChartsAndTables) {
   EXPECT_GT(pixels_near(pixels, 0xff, 0x7f, 0x0e), 100u) << "valid loss";
   EXPECT_GT(pixels_near(pixels, 0x17, 0xa2, 0xb8), 300u) << "learning rate";
   EXPECT_GT(pixels_near(pixels, 0x2c, 0xa0, 0x2c), 100u) << "accuracy";
+  // The step-time chart: each part's colour fills its share of the bars.
+  EXPECT_GT(pixels_near(pixels, 0xe1, 0x57, 0x59), 300u) << "data wait";
+  EXPECT_GT(pixels_near(pixels, 0x4e, 0x79, 0xa7), 300u) << "forward+backward";
+  EXPECT_GT(pixels_near(pixels, 0xf2, 0x8e, 0x2b), 300u) << "all-reduce";
+  EXPECT_GT(pixels_near(pixels, 0x59, 0xa1, 0x4f), 50u) << "optimizer";
 }
 
 std::vector<std::string> lines_of(const fs::path& file) {

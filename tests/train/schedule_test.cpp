@@ -8,13 +8,13 @@ namespace tp::train {
 namespace {
 
 TEST(Schedule, ConstantIsThePeak) {
-  const ScheduleOptions options{"constant", 0.1, 0.25, 100};
+  const ScheduleOptions options{spec::Schedule::constant, 0.1, 0.25, 100};
   EXPECT_DOUBLE_EQ(learning_rate(options, 0), 0.1);
   EXPECT_DOUBLE_EQ(learning_rate(options, 99), 0.1);
 }
 
 TEST(Schedule, OneCycleMatchesFastaiAtChosenSteps) {
-  const ScheduleOptions options{"one_cycle", 0.01, 0.25, 1000};
+  const ScheduleOptions options{spec::Schedule::one_cycle, 0.01, 0.25, 1000};
   EXPECT_NEAR(learning_rate(options, 0), 0.01 / 25, 1e-12);       // starts at lr/div
   EXPECT_NEAR(learning_rate(options, 250), 0.01, 1e-12);          // peak at pct_start
   // Halfway through the warmup: the cosine midpoint of lr/25 and lr.
@@ -25,7 +25,7 @@ TEST(Schedule, OneCycleMatchesFastaiAtChosenSteps) {
 }
 
 TEST(Schedule, CosineWarmsUpLinearlyThenDecaysToZero) {
-  const ScheduleOptions options{"cosine", 0.2, 0.1, 100};
+  const ScheduleOptions options{spec::Schedule::cosine, 0.2, 0.1, 100};
   EXPECT_DOUBLE_EQ(learning_rate(options, 0), 0.0);
   EXPECT_NEAR(learning_rate(options, 5), 0.1, 1e-12);
   EXPECT_NEAR(learning_rate(options, 10), 0.2, 1e-12);
@@ -35,8 +35,8 @@ TEST(Schedule, CosineWarmsUpLinearlyThenDecaysToZero) {
 
 TEST(Schedule, StepDecaysByGammaEveryNEpochsLikeStepLR) {
   // 10 steps per epoch, decay by 0.5 every 3 epochs: lr_epoch = 0.1 * 0.5^floor(epoch / 3).
-  ScheduleOptions options{"step", 0.1, 0.25, 100};
-  options.steps_per_epoch = 10;
+  ScheduleOptions options{spec::Schedule::step, 0.1, 0.25, 100};
+  options.per_epoch = 10;
   options.step_every = 3;
   options.step_gamma = 0.5;
   EXPECT_DOUBLE_EQ(learning_rate(options, 0), 0.1);    // no warmup

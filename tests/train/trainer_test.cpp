@@ -1,3 +1,4 @@
+#include "train/lr_find.h"
 #include "train/trainer.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include "common/error.h"
 #include "spec/spec.h"
 #include "model/model.h"
+#include "support/ranks_on_threads.h"
 #include "support/temp_dir.h"
 #include "train/checkpoint.h"
 
@@ -56,7 +58,7 @@ spec::Spec small_spec() {
   spec.model.hidden = {16};
   spec.train.epochs = 4;
   spec.train.batch_size = 32;
-  spec.train.optimizer = "adamw";
+  spec.train.optimizer = spec::Optimizer::adamw;
   spec.train.lr = 0.01;
   spec.train.weight_decay = 0.0;
   spec.checkpoint.keep = 2;
@@ -130,13 +132,19 @@ TEST(Trainer, LossFallsToTargetAndOutputsAreWritten) {
   EXPECT_EQ(withdrawn, (std::vector<fs::path>{first, checkpoint_path(dir / "out/checkpoints", {2})}));
 }
 
+// small_spec with SGD at a constant lr and no loader threads: for runs compared with a straight run.
+spec::Spec resumable_spec() {
+  spec::Spec spec = small_spec();
+  spec.train.optimizer = spec::Optimizer::sgd;
+  spec.train.schedule = spec::Schedule::constant;
+  spec.data.workers = 0;
+  return spec;
+}
+
 TEST(Trainer, ResumeContinuesFromTheLastCheckpointAndMatchesAStraightRun) {
   testing::TempDir dir;
   const auto data = blobs(300, 6);
-  auto spec = small_spec();
-  spec.train.optimizer = "sgd";
-  spec.train.schedule = "constant";
-  spec.data.workers = 0;
+  auto spec = resumable_spec();
   auto single = dist::single_process();
 
   auto straight = model::create(spec.model, data.schema, ".", 1);
@@ -158,12 +166,106 @@ TEST(Trainer, ResumeContinuesFromTheLastCheckpointAndMatchesAStraightRun) {
   EXPECT_EQ(read_metrics(dir / "resumed/metrics.jsonl").size(), 4u);
 }
 
+// Files in a directory, by name.
+std::vector<std::string> names_in(const fs::path& directory) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(directory)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Two ranks on threads of this process (an in-process group), each on its own node: rank 0 writes the
+// outputs, and both keep checkpoints on their own disk (rank 1 as a node's copy). Returns each rank's
+// result and parameters; both models start from the same seed, made here, off the ranks' threads.
+struct TwoRanksRun {
+  std::vector<FitResult> results{2};
+  std::vector<std::vector<torch::Tensor>> parameters{2};
+};
+TwoRanksRun fit_on_two_ranks(const data::Datasets& data, const spec::Spec& spec, const fs::path& run) {
+  std::vector<torch::jit::Module> models{model::create(spec.model, data.schema, ".", 1),
+                                         model::create(spec.model, data.schema, ".", 1)};
+  TwoRanksRun done;
+  testing::on_ranks(2, [&](dist::Communicator& communicator) {
+    const auto rank = static_cast<std::size_t>(communicator.rank());
+    FitEnvironment environment;
+    environment.local_rank = communicator.rank();
+    environment.checkpoints_root = run / fmt::format("node{}", rank) / "checkpoints";
+    environment.node_copy = rank > 0;
+    done.results[rank] = fit(models[rank], data, spec, communicator, run / "out", {}, environment);
+    for (const auto& parameter : models[rank].parameters()) done.parameters[rank].push_back(parameter);
+  });
+  return done;
+}
+
+TEST(Trainer, OnTwoRanksTheNewestCheckpointReachesTheRankThatLostItsOwnAndTheResumeMatchesAStraightRun) {
+  testing::TempDir dir;
+  const auto data = blobs(300, 6);
+  auto spec = resumable_spec();
+  spec.train.epochs = 3;
+  const TwoRanksRun straight = fit_on_two_ranks(data, spec, dir / "straight");
+
+  auto first_two = spec;
+  first_two.train.epochs = 2;
+  fit_on_two_ranks(data, first_two, dir / "resumed");
+  fs::remove_all(dir / "resumed/node0/checkpoints");  // rank 0's node lost its disk
+  const TwoRanksRun resumed = fit_on_two_ranks(data, spec, dir / "resumed");
+
+  for (std::size_t rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(resumed.results[rank].epochs_run, 1) << "rank " << rank;
+    ASSERT_EQ(resumed.parameters[rank].size(), straight.parameters[0].size());
+    for (std::size_t i = 0; i < straight.parameters[0].size(); ++i) {
+      EXPECT_TRUE(torch::equal(straight.parameters[rank][i], straight.parameters[0][i])) << "rank " << rank;
+      EXPECT_TRUE(torch::equal(resumed.parameters[rank][i], straight.parameters[0][i])) << "rank " << rank;
+    }
+  }
+  // Rank 0 stored the checkpoint it received (after epoch 2) beside the one it wrote after epoch 3.
+  const std::vector<std::string> kept = names_in(dir / "resumed/node0/checkpoints");
+  EXPECT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept, names_in(dir / "resumed/node1/checkpoints"));
+  EXPECT_EQ(read_metrics(dir / "resumed/out/metrics.jsonl").size(), 3u);
+}
+
+// Each rank reads only its own losses; the read point's all-reduce tells the others. Rank 1's inputs are
+// all NaN (as a rank's own share of sharded data could be), so its first loss is NaN and rank 0's is not.
+TEST(Trainer, ALossThatBecomesNanOnOneRankFailsEveryRankAtTheSameReadPoint) {
+  testing::TempDir dir;
+  const auto data = blobs(200, 8);
+  data::Datasets poisoned = blobs(200, 8);
+  poisoned.train = std::make_shared<data::TensorDataset>(torch::full({150, 8}, NAN), torch::zeros({150}, torch::kLong));
+  const auto spec = resumable_spec();
+  std::vector<torch::jit::Module> models{model::create(spec.model, data.schema, ".", 1),
+                                         model::create(spec.model, data.schema, ".", 1)};
+  const auto errors = testing::run_ranks(2, [&](dist::Communicator& communicator) {
+    const auto rank = static_cast<std::size_t>(communicator.rank());
+    FitEnvironment environment;
+    environment.local_rank = communicator.rank();
+    fit(models[rank], rank == 0 ? data : poisoned, spec, communicator, dir / "out", {}, environment);
+  });
+  std::vector<std::string> messages;
+  for (const auto& error : errors) {
+    try {
+      if (error) std::rethrow_exception(error);
+      ADD_FAILURE() << "a rank finished training";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::training) << e.what();
+      messages.emplace_back(e.what());
+    }
+  }
+  ASSERT_EQ(messages.size(), 2u);
+  EXPECT_NE(messages[0].find("another rank's loss became nan or inf by epoch 1 step 1:"), std::string::npos)
+      << messages[0];
+  EXPECT_NE(messages[1].find("epoch 1"), std::string::npos) << messages[1];
+  EXPECT_EQ(messages[1].find("another rank"), std::string::npos) << messages[1];
+  EXPECT_FALSE(fs::exists(dir / "out/model.pt"));
+  EXPECT_FALSE(fs::exists(dir / "out/run.json"));
+}
+
 TEST(Trainer, AccumulatingTwoHalfBatchesEqualsOneFullBatch) {
   testing::TempDir dir;
   const auto data = blobs(256, 9);
   auto spec = small_spec();
-  spec.train.optimizer = "sgd";
-  spec.train.schedule = "constant";
+  spec.train.optimizer = spec::Optimizer::sgd;
+  spec.train.schedule = spec::Schedule::constant;
   spec.train.epochs = 2;
   spec.data.workers = 0;
   auto single = dist::single_process();
@@ -223,9 +325,9 @@ TEST(Trainer, ClippingBoundsTheStepAndLabelSmoothingRaisesTheLoss) {
   testing::TempDir dir;
   const auto data = blobs(128, 10);
   auto spec = small_spec();
-  spec.train.optimizer = "sgd";
+  spec.train.optimizer = spec::Optimizer::sgd;
   spec.train.momentum = 0.0;
-  spec.train.schedule = "constant";
+  spec.train.schedule = spec::Schedule::constant;
   spec.train.lr = 1.0;
   spec.train.epochs = 1;
   spec.train.batch_size = 128;
@@ -262,7 +364,7 @@ TEST(Trainer, NesterovMomentumTrainsDifferentlyFromPlainMomentum) {
   testing::TempDir dir;
   const auto data = blobs(300, 15);
   auto spec = small_spec();
-  spec.train.optimizer = "sgd";
+  spec.train.optimizer = spec::Optimizer::sgd;
   spec.train.lr = 0.05;
   spec.train.epochs = 3;
   auto single = dist::single_process();
@@ -316,7 +418,7 @@ TEST(Trainer, Bf16AutocastTrainsAndDiffersFromFp32) {
   auto single = dist::single_process();
   auto full = model::create(spec.model, data.schema, ".", 1);
   fit(full, data, spec, *single, dir / "fp32", {});
-  spec.train.precision = "bf16";
+  spec.train.precision = spec::Precision::bf16;
   auto half = model::create(spec.model, data.schema, ".", 1);
   const auto result = fit(half, data, spec, *single, dir / "bf16", {});
   const auto metrics = read_metrics(dir / "bf16/metrics.jsonl");
@@ -348,7 +450,7 @@ TEST(Trainer, BuiltInConvNetsTrainInChannelsLastByDefaultWithTheSameResult) {
   auto spec = small_spec();
   spec.model.arch = "small_cnn";
   spec.train.epochs = 2;
-  spec.train.optimizer = "sgd";
+  spec.train.optimizer = spec::Optimizer::sgd;
   spec.train.momentum = 0.9;
   spec.train.lr = 0.05;
   auto single = dist::single_process();
@@ -385,7 +487,7 @@ TEST(Trainer, Fp16WithoutCudaIsAUsageError) {
   testing::TempDir dir;
   const auto data = blobs(100, 16);
   auto spec = small_spec();
-  spec.train.precision = "fp16";
+  spec.train.precision = spec::Precision::fp16;
   auto single = dist::single_process();
   auto model = model::create(spec.model, data.schema, ".", 1);
   try {
@@ -402,7 +504,7 @@ TEST(Trainer, LrFindSweepsExponentiallyStopsWhenTheLossBlowsUpAndItsSuggestionTr
   testing::TempDir dir;
   const auto data = blobs(2000, 17);  // 47 steps per epoch: the sweep spans epochs
   auto spec = small_spec();
-  spec.train.optimizer = "sgd";
+  spec.train.optimizer = spec::Optimizer::sgd;
   auto single = dist::single_process();
   auto model = model::create(spec.model, data.schema, ".", 1);
   const auto result = find_learning_rate(model, data, spec, *single, dir / "out");
@@ -468,7 +570,7 @@ TEST(Trainer, ACheckpointThatCannotBeWrittenFailsClearlyAndKeepsThePreviousOne) 
   std::string message;
   ExitCode code = ExitCode::ok;
   try {
-    save_checkpoint(checkpoint_path(checkpoints, {2}), model, optimizer, {2, 0, 10});
+    save_checkpoint(checkpoint_path(checkpoints, {2}), model, optimizer, {{2, 0, 10}});
   } catch (const Error& error) {
     message = error.what();
     code = error.code();
@@ -485,12 +587,58 @@ TEST(Trainer, ACheckpointThatCannotBeWrittenFailsClearlyAndKeepsThePreviousOne) 
   EXPECT_EQ(left, std::vector<std::string>{previous.filename().string()}) << "no temporary file stays";
 }
 
+// Loading is all or nothing: a checkpoint whose optimizer state does not fit this optimizer (written with
+// SGD, loaded into AdamW) changes neither the model nor the optimizer, which trains on as before.
+TEST(Checkpoint, WhoseOptimizerStateDoesNotLoadLeavesTheModelAndTheOptimizerAsTheyWere) {
+  testing::TempDir dir;
+  const auto data = blobs(64, 9);
+  const auto spec = small_spec();
+  const auto step = [&](torch::jit::Module& model, torch::optim::Optimizer& optimizer) {
+    optimizer.zero_grad();
+    const auto inputs = data.train->get(0, 0).input.unsqueeze(0);
+    model.forward({inputs}).toTensor().pow(2).sum().backward();
+    optimizer.step();
+  };
+  const auto parameters_of = [](const torch::jit::Module& model) {
+    std::vector<torch::Tensor> parameters;
+    for (const auto& parameter : model.parameters()) parameters.push_back(parameter);
+    return parameters;
+  };
+  auto written = model::create(spec.model, data.schema, ".", 1);
+  torch::optim::SGD sgd(parameters_of(written), torch::optim::SGDOptions(0.1).momentum(0.9));
+  step(written, sgd);
+  const fs::path file = checkpoint_path(dir.path(), {1});
+  save_checkpoint(file, written, sgd, {{1, 0, 1}});
+
+  auto model = model::create(spec.model, data.schema, ".", 2);
+  torch::optim::AdamW adamw(parameters_of(model), torch::optim::AdamWOptions(0.01));
+  step(model, adamw);
+  std::vector<torch::Tensor> before;
+  for (const auto& parameter : parameters_of(model)) before.push_back(parameter.detach().clone());
+  const std::size_t state_before = adamw.state().size();
+
+  const auto checkpoint = newest_checkpoint(dir.path());
+  ASSERT_TRUE(checkpoint);
+  try {
+    apply_checkpoint(*checkpoint, model, adamw);
+    FAIL() << "an SGD state loaded into AdamW";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::model);
+    EXPECT_NE(std::string(error.what()).find("left as they were"), std::string::npos) << error.what();
+  }
+  const auto after = parameters_of(model);
+  for (std::size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(torch::equal(before[i], after[i])) << "parameter " << i;
+  EXPECT_EQ(adamw.state().size(), state_before);
+  step(model, adamw);  // the optimizer still works: its state is its own
+  EXPECT_FALSE(torch::equal(before[0], parameters_of(model)[0]));
+}
+
 TEST(Trainer, DivergingRunFailsClearlyAndLeavesNoFinalOutputs) {
   testing::TempDir dir;
   const auto data = blobs(200, 8);
   auto spec = small_spec();
-  spec.train.optimizer = "sgd";
-  spec.train.schedule = "constant";
+  spec.train.optimizer = spec::Optimizer::sgd;
+  spec.train.schedule = spec::Schedule::constant;
   spec.train.lr = 10.0;
   spec.train.momentum = 0.99;
   spec.model.hidden = {256, 256};

@@ -1,0 +1,1 @@
+"""Depends on torch>=9."""

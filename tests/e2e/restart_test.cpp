@@ -1,0 +1,397 @@
+// Restarts as a cluster does them: jobs of several pods, each pod a real `trainpoint run` in its own
+// session and work directory (PyTorchJob v1's variables), killed with SIGKILL or stopped with SIGTERM and
+// started again, with the spec changed between starts, at another world size, and two jobs into one output.
+#include <gtest/gtest.h>
+#include <torch/script.h>
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "s3/s3_server.h"
+#include "support/background_process.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace tp {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_command;
+using testing::shell_quote;
+
+// A classification table: 3 classes separable from 4 features, `rows` rows.
+std::string table(int rows) {
+  std::string csv = "a,b,c,d,label\n";
+  for (int i = 0; i < rows; ++i) {
+    const int label = i % 3;
+    csv += fmt::format("{},{},{},{},{}\n", label * 2 + (i % 7) * 0.1, (i % 11) * 0.3 - label, (i % 5) * 0.2,
+                       label * 0.5 - (i % 13) * 0.05, "c" + std::to_string(label));
+  }
+  return csv;
+}
+
+constexpr const char* kSpec = R"([job]
+seed = 5
+output = "%OUTPUT%"
+[data]
+source = "%DATA%"
+format = "table_csv"
+target = "label"
+valid = 0.1
+workers = 0
+%ENDPOINT%
+[model]
+arch = "mlp"
+hidden = [32]
+[train]
+epochs = %EPOCHS%
+batch_size = %BATCH%
+lr = 0.01
+[dist]
+timeout_s = 20
+heartbeat_s = 1
+stall_s = 5
+)";
+
+struct JobSettings {
+  std::string output = "out";
+  std::string data = "table.csv";
+  int epochs = 3;
+  int batch = 16;
+  std::string endpoint;  // for an s3:// output
+};
+
+std::string spec_text(const JobSettings& settings) {
+  std::string text = kSpec;
+  const auto put = [&](const std::string& key, const std::string& value) { text.replace(text.find(key), key.size(), value); };
+  put("%OUTPUT%", settings.output);
+  put("%DATA%", settings.data);
+  put("%ENDPOINT%", settings.endpoint.empty() ? "" : "endpoint = \"" + settings.endpoint + "\"");
+  put("%EPOCHS%", std::to_string(settings.epochs));
+  put("%BATCH%", std::to_string(settings.batch));
+  return text;
+}
+
+struct PodResult {
+  int exit_code = -1;
+  std::string log;
+};
+
+// One start of a job: `pods` pods of `per_pod` processes, pod i in work directory <root>/pod<i>, each
+// in its own session (so that a signal reaches the pod's launcher and its workers, as in a container).
+// `action` runs while they do: shell lines that may signal pod i's process group, -$pod<i>.
+class JobStart {
+ public:
+  JobStart(const fs::path& root, int pods, int per_pod) : root_(root), pods_(pods), per_pod_(per_pod) {}
+
+  std::vector<PodResult> run(const std::string& arguments, const std::string& action = "",
+                             const std::string& environment = "") {
+    const int port = testing::free_port();
+    std::string script = "cleanup() { for p in $pods; do kill -9 -- -$p 2>/dev/null; done; }\ntrap cleanup EXIT\n";
+    for (int pod = 0; pod < pods_; ++pod) {
+      const std::string launcher =
+          pods_ * per_pod_ == 1 ? "" : fmt::format("RANK={} WORLD_SIZE={} PET_NPROC_PER_NODE={} MASTER_ADDR=127.0.0.1 "
+                                                   "MASTER_PORT={} ", pod, pods_ * per_pod_, per_pod_, port);
+      script += fmt::format("env {}{} setsid {} run {} --workdir {} > {} 2>&1 & pod{}=$!; pods=\"$pods $pod{}\"\n",
+                            launcher, environment, testing::trainpoint_binary(), arguments,
+                            shell_quote(workdir(pod).string()), shell_quote(log(pod).string()), pod, pod);
+    }
+    script += action + "\n";
+    for (int pod = 0; pod < pods_; ++pod) script += fmt::format("wait $pod{0}; echo \"pod{0} exit $?\"\n", pod);
+    testing::write_text(root_ / "start.sh", script);
+    const auto result = run_command("timeout 300 bash " + shell_quote((root_ / "start.sh").string()));
+    std::vector<PodResult> results(static_cast<std::size_t>(pods_));
+    for (int pod = 0; pod < pods_; ++pod) {
+      std::smatch match;
+      const std::regex line(fmt::format("pod{} exit ([0-9]+)", pod));
+      if (std::regex_search(result.output, match, line)) results[pod].exit_code = std::stoi(match[1]);
+      std::ifstream in(log(pod));
+      results[pod].log = std::string(std::istreambuf_iterator<char>(in), {});
+    }
+    return results;
+  }
+
+  fs::path workdir(int pod) const { return root_ / fmt::format("pod{}", pod); }
+  fs::path log(int pod) const { return root_ / fmt::format("pod{}.log", pod); }
+
+ private:
+  fs::path root_;
+  int pods_;
+  int per_pod_;
+};
+
+// Shell lines that wait (up to a minute) until `file` exists, or its glob matches, and holds `text`.
+std::string wait_for(const std::string& pattern, const std::string& text = "") {
+  return fmt::format("for i in $(seq 600); do grep -qs {} {} && break; sleep 0.1; done\n",
+                     shell_quote(text.empty() ? "." : text), pattern);
+}
+
+std::string all_logs(const std::vector<PodResult>& pods) {
+  std::string text;
+  for (std::size_t i = 0; i < pods.size(); ++i) text += fmt::format("--- pod {} (exit {})\n{}", i, pods[i].exit_code, pods[i].log);
+  return text;
+}
+
+// The largest difference between two TorchScript models' parameters.
+double largest_difference(const fs::path& a, const fs::path& b) {
+  auto first = torch::jit::load(a.string());
+  auto second = torch::jit::load(b.string());
+  const auto left = first.named_parameters();
+  const auto right = second.named_parameters();
+  double largest = 0;
+  auto r = right.begin();
+  for (auto l = left.begin(); l != left.end(); ++l, ++r) {
+    largest = std::max(largest, ((*l).value - (*r).value).abs().max().item<double>());
+  }
+  return largest;
+}
+
+// Files below `directory` and their sizes and contents' hashes: to show that nothing changed.
+std::map<std::string, std::size_t> snapshot(const fs::path& directory) {
+  std::map<std::string, std::size_t> files;
+  for (const auto& entry : fs::recursive_directory_iterator(directory)) {
+    if (!entry.is_regular_file()) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    files[entry.path().lexically_relative(directory).string()] = std::hash<std::string>{}(bytes);
+  }
+  return files;
+}
+
+std::vector<fs::path> checkpoints_in(const fs::path& output) {
+  std::vector<fs::path> files;
+  if (!fs::exists(output / "checkpoints")) return files;
+  for (const auto& entry : fs::recursive_directory_iterator(output / "checkpoints")) {
+    if (entry.path().extension() == ".ckpt") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+class Restarts : public ::testing::Test {
+ protected:
+  void SetUp() override { testing::write_text(dir_ / "table.csv", table(2400)); }
+
+  // The spec file for `settings`, with its data beside it.
+  std::string spec_arguments(const JobSettings& settings, const std::string& name = "train.toml") {
+    testing::write_text(dir_ / name, spec_text(settings));
+    return "--spec " + shell_quote((dir_ / name).string());
+  }
+
+  testing::TempDir dir_;
+};
+
+// The product's promise on several pods with node-local outputs: a pod killed mid-epoch, both pods
+// started again, and the job ends as if nothing had happened: the same model.pt, to the last bit.
+void KillOnePodMidEpochAndRestartBoth(const fs::path& root, const std::string& spec, int per_pod,
+                                      const std::string& environment, const std::function<fs::path(const fs::path&)>& model_of) {
+  JobStart reference(root / "reference", 2, per_pod);
+  const auto straight = reference.run(spec, "", environment);
+  ASSERT_EQ(straight[0].exit_code, 0) << all_logs(straight);
+  ASSERT_EQ(straight[1].exit_code, 0) << all_logs(straight);
+
+  JobStart job(root / "job", 2, per_pod);
+  // Killed once epoch 2 has begun: its first epoch's checkpoint is written, some of epoch 2 is not.
+  const std::string kill = wait_for(shell_quote(job.log(0).string()), "epoch 1/3:") + "sleep 0.1\nkill -9 -- -$pod1\n";
+  const auto killed = job.run(spec, kill, environment);
+  EXPECT_NE(killed[0].exit_code, 0) << all_logs(killed);
+  EXPECT_GE(killed[0].exit_code, 128) << "a lost pod is retryable, never permanent\n" << all_logs(killed);
+  EXPECT_EQ(killed[1].exit_code, 137) << all_logs(killed);
+
+  const auto restarted = job.run(spec, "", environment);
+  ASSERT_EQ(restarted[0].exit_code, 0) << all_logs(restarted);
+  ASSERT_EQ(restarted[1].exit_code, 0) << all_logs(restarted);
+  EXPECT_NE(restarted[0].log.find("resumed from"), std::string::npos) << all_logs(restarted);
+  EXPECT_EQ(largest_difference(model_of(reference.workdir(0)), model_of(job.workdir(0))), 0.0)
+      << "the restarted job's model differs from an uninterrupted run's\n" << all_logs(restarted);
+}
+
+TEST_F(Restarts, TwoPodsWithLocalOutputsSurviveAPodKilledMidEpoch) {
+  const std::string spec = spec_arguments({});
+  KillOnePodMidEpochAndRestartBoth(dir_.path(), spec, 1, "", [](const fs::path& pod) { return pod / "out/model.pt"; });
+}
+
+TEST_F(Restarts, TwoPodsOfTwoRanksWithAnS3OutputSurviveAPodKilledMidEpoch) {
+  testing::S3Server server;
+  const std::string environment = "AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER";
+  JobSettings settings;
+  settings.output = "s3://test-bucket/restarts/run";
+  settings.endpoint = server.endpoint();
+  settings.batch = 8;
+  const std::string spec = spec_arguments(settings);
+  // Each start writes to its own prefix: the reference under reference/, the killed job under job/.
+  const std::string reference_spec = spec_arguments([&] {
+    JobSettings reference = settings;
+    reference.output = "s3://test-bucket/reference/run";
+    return reference;
+  }(), "reference.toml");
+  JobStart reference(dir_ / "reference", 2, 2);
+  const auto straight = reference.run(reference_spec, "", environment);
+  ASSERT_EQ(straight[0].exit_code, 0) << all_logs(straight);
+  ASSERT_EQ(straight[1].exit_code, 0) << all_logs(straight);
+
+  JobStart job(dir_ / "job", 2, 2);
+  const std::string kill = wait_for(shell_quote(job.log(0).string()), "epoch 1/3:") + "sleep 0.1\nkill -9 -- -$pod0\n";
+  const auto killed = job.run(spec, kill, environment);
+  EXPECT_EQ(killed[0].exit_code, 137) << all_logs(killed);
+  EXPECT_GE(killed[1].exit_code, 128) << all_logs(killed);
+  // Pod 0 comes back on a fresh node: nothing of its work directory is left, only what is in S3.
+  fs::remove_all(job.workdir(0));
+  const auto restarted = job.run(spec, "", environment);
+  ASSERT_EQ(restarted[0].exit_code, 0) << all_logs(restarted);
+  ASSERT_EQ(restarted[1].exit_code, 0) << all_logs(restarted);
+  const fs::path local_copy = "outputs/test-bucket/restarts/run/model.pt";
+  EXPECT_EQ(largest_difference(reference.workdir(0) / "outputs/test-bucket/reference/run/model.pt",
+                               job.workdir(0) / local_copy), 0.0)
+      << all_logs(restarted);
+
+  // The same job once more (a pod restarted after success): it says it is complete and rewrites nothing.
+  const auto before = snapshot(server.data_dir());
+  const auto again = job.run(spec, "", environment);
+  ASSERT_EQ(again[0].exit_code, 0) << all_logs(again);
+  ASSERT_EQ(again[1].exit_code, 0) << all_logs(again);
+  EXPECT_NE(again[0].log.find("already complete"), std::string::npos) << all_logs(again);
+  EXPECT_EQ(again[0].log.find("accuracy 0.0000 error_rate 0.0000"), std::string::npos) << all_logs(again);
+  EXPECT_NE(again[0].log.find("done (already): train_loss"), std::string::npos) << all_logs(again);
+  EXPECT_EQ(snapshot(server.data_dir()), before) << "a complete run rewrote its outputs";
+}
+
+// The main workflow: change the spec and run again into the same output. A setting that changes the run
+// is refused before any rendezvous, naming old and new values and the ways out, and nothing is deleted;
+// more epochs continue the run; the finished run run again says so.
+TEST_F(Restarts, AChangedSettingIsRefusedNamingItAndMoreEpochsContinue) {
+  testing::write_text(dir_ / "other.csv", table(2000));
+  const std::string spec = spec_arguments({});
+  const std::string workdir = " --workdir " + shell_quote(dir_.path().string());
+  const auto first = run_command(testing::trainpoint_binary() + " run " + spec + workdir + " --set train.epochs=1");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto before = snapshot(dir_ / "out");
+  ASSERT_EQ(checkpoints_in(dir_ / "out").size(), 1u);
+
+  for (const auto& [change, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"train.optimizer=sgd", "train.optimizer: \"adamw\" -> \"sgd\""},
+           {"train.lr=0.003", "train.lr: 0.01 -> 0.003"},
+           {"data.source=other.csv", "data.source: \"table.csv\" -> \"other.csv\""}}) {
+    const auto changed = run_command(testing::trainpoint_binary() + " run " + spec + workdir + " --set " + change);
+    EXPECT_EQ(changed.exit_code, 3) << change << "\n" << changed.output;
+    EXPECT_NE(changed.output.find(expected), std::string::npos) << changed.output;
+    EXPECT_NE(changed.output.find("another job.output"), std::string::npos) << changed.output;
+    EXPECT_NE(changed.output.find("checkpoint.resume = \"never\""), std::string::npos) << changed.output;
+    EXPECT_EQ(changed.output.find("joining"), std::string::npos) << "refused before the rendezvous";
+    EXPECT_EQ(snapshot(dir_ / "out"), before) << change << ": the output changed";
+  }
+  // More epochs: the same run, continued from its checkpoint.
+  const auto more = run_command(testing::trainpoint_binary() + " run " + spec + workdir + " --set train.epochs=2");
+  ASSERT_EQ(more.exit_code, 0) << more.output;
+  EXPECT_NE(more.output.find("resumed from"), std::string::npos) << more.output;
+  EXPECT_NE(more.output.find("epoch 2/2"), std::string::npos) << more.output;
+  EXPECT_EQ(more.output.find("epoch 1/2"), std::string::npos) << "epoch 1 was not trained again\n" << more.output;
+
+  // The same, again: complete; nothing is trained or rewritten.
+  const auto finished = snapshot(dir_ / "out");
+  const auto again = run_command(testing::trainpoint_binary() + " run " + spec + workdir + " --set train.epochs=2");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("already complete"), std::string::npos) << again.output;
+  EXPECT_EQ(snapshot(dir_ / "out"), finished) << "a complete run rewrote its outputs";
+
+  // checkpoint.resume = "never" starts this run afresh beside the others' checkpoints.
+  const auto fresh = run_command(testing::trainpoint_binary() + " run " + spec + workdir +
+                                 " --set train.optimizer=sgd --set checkpoint.resume=never --set train.epochs=1");
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.output;
+  EXPECT_EQ(checkpoints_in(dir_ / "out").size(), 3u) << "the first run's 2 checkpoints stay beside the new run's";
+}
+
+// Which samples every rank trained in each epoch, from TRAINPOINT_TRACE_SAMPLES files.
+std::map<int, std::multiset<int>> traced_samples(const fs::path& directory) {
+  std::map<int, std::multiset<int>> epochs;
+  for (const auto& entry : fs::directory_iterator(directory)) {
+    std::ifstream in(entry.path());
+    for (int epoch = 0, sample = 0; in >> epoch >> sample;) epochs[epoch].insert(sample);
+  }
+  return epochs;
+}
+
+// SIGTERM to one pod of two mid-epoch: one checkpoint at one step, both exit 143; then the job starts
+// again at another world size and trains every remaining sample of the interrupted epoch once.
+void StopMidEpochAndResumeAt(const fs::path& root, const std::string& spec, int world_before, int world_after) {
+  const std::string trace = "TRAINPOINT_TRACE_SAMPLES=" + (root / "trace").string();
+  JobStart before(root, world_before, 1);
+  const std::string stop = wait_for(shell_quote(before.log(0).string()), "epoch 1/") + "sleep 1\n" +
+                           fmt::format("kill -TERM -- -$pod{}\n", world_before - 1);
+  const auto stopped = before.run(spec + " --set train.epochs=1000", stop, trace);
+  std::smatch match;
+  for (int pod = 0; pod < world_before; ++pod) EXPECT_EQ(stopped[pod].exit_code, 143) << all_logs(stopped);
+  ASSERT_TRUE(std::regex_search(stopped[0].log, match,
+                                std::regex("stopped by a signal at epoch ([0-9]+) step ([0-9]+) \\(([0-9]+) of")))
+      << all_logs(stopped);
+  const int epoch = std::stoi(match[1]);
+  const std::string step = match[2];
+  ASSERT_GT(std::stoi(match[3]), 0) << "the stop came mid-epoch\n" << all_logs(stopped);
+  std::vector<fs::path> mid_epoch;
+  for (const fs::path& file : checkpoints_in(before.workdir(0) / "out")) {
+    if (file.filename().string().find("_sample-") != std::string::npos) mid_epoch.push_back(file);
+  }
+  EXPECT_EQ(mid_epoch.size(), 1u) << "one checkpoint at the stop\n" << all_logs(stopped);
+
+  // Every pod's work directory carries over (the same nodes); the new pods may be fewer or more.
+  JobStart after(root, world_after, 1);
+  const auto resumed = after.run(spec + fmt::format(" --set train.epochs={}", epoch), "", trace);
+  for (int pod = 0; pod < world_after; ++pod) ASSERT_EQ(resumed[pod].exit_code, 0) << all_logs(resumed);
+  EXPECT_NE(resumed[0].log.find("(step " + step + ")"), std::string::npos) << "resumed at the stop's step\n"
+                                                                           << all_logs(resumed);
+  EXPECT_NE(resumed[0].log.find(fmt::format("world size changed from {} to {}", world_before, world_after)),
+            std::string::npos)
+      << all_logs(resumed);
+
+  // 2,400 rows, 10% for validation: 2,160 training samples in every epoch.
+  const auto epochs = traced_samples(root / "trace");
+  ASSERT_EQ(epochs.size(), static_cast<std::size_t>(epoch));
+  for (const auto& [traced_epoch, trained] : epochs) {
+    const std::set<int> distinct(trained.begin(), trained.end());
+    EXPECT_EQ(distinct.size(), 2160u) << "epoch " << traced_epoch << ": a sample was never trained";
+    EXPECT_LE(trained.size() - distinct.size(), static_cast<std::size_t>(world_after - 1))
+        << "epoch " << traced_epoch << ": samples trained twice beyond the padding to equal shares";
+  }
+}
+
+TEST_F(Restarts, AStopMidEpochResumesFromTwoRanksOnOne) {
+  StopMidEpochAndResumeAt(dir_.path(), spec_arguments({}), 2, 1);
+}
+
+TEST_F(Restarts, AStopMidEpochResumesFromOneRankOnThree) {
+  StopMidEpochAndResumeAt(dir_.path(), spec_arguments({}), 1, 3);
+}
+
+// Two jobs into one local output at once: the second is refused, naming the first; once the first is
+// killed, its lock is taken over.
+TEST_F(Restarts, ASecondJobIntoABusyOutputIsRefusedAndAKilledJobsLockIsTakenOver) {
+  const std::string spec = spec_arguments({});
+  JobStart first(dir_ / "first", 1, 1);
+  const std::string second_run = testing::trainpoint_binary() + " run " + spec + " --workdir " +
+                                 shell_quote(first.workdir(0).string()) + " > " +
+                                 shell_quote((dir_ / "second.log").string()) + " 2>&1; echo $? > " +
+                                 shell_quote((dir_ / "second.exit").string()) + "\n";
+  const std::string action = wait_for(shell_quote(first.log(0).string()), "epoch 1/") + second_run + "kill -9 -- -$pod0\n";
+  const auto killed = first.run(spec + " --set train.epochs=1000", action);
+  EXPECT_EQ(killed[0].exit_code, 137) << all_logs(killed);
+  std::ifstream code_file(dir_ / "second.exit"), log_file(dir_ / "second.log");
+  int code = -1;
+  code_file >> code;
+  const std::string second_log((std::istreambuf_iterator<char>(log_file)), {});
+  EXPECT_EQ(code, 8) << second_log;
+  EXPECT_TRUE(std::regex_search(second_log, std::regex("is in use by another job \\(host [^,]+, pid [0-9]+, started "
+                                                       "[0-9T:-]+Z\\)")))
+      << second_log;
+
+  const auto taken_over = first.run(spec + " --set train.epochs=2");
+  ASSERT_EQ(taken_over[0].exit_code, 0) << all_logs(taken_over);
+  EXPECT_NE(taken_over[0].log.find("taking over the lock of a job that ended without releasing it"), std::string::npos)
+      << all_logs(taken_over);
+}
+
+}  // namespace
+}  // namespace tp
