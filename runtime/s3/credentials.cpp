@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/url.h"
 
 namespace tp::s3 {
 namespace {
@@ -227,10 +228,21 @@ AwsProfile aws_shared_profile() {
   return out;
 }
 
-std::string normalized_endpoint(std::string endpoint) {
+// "host[:port]" gains https://; anything else must be http(s)://host[:port][/path] with a host.
+std::string normalized_endpoint(std::string endpoint, const std::string& source) {
   endpoint = trim(endpoint);
+  const std::string given = endpoint;
   if (endpoint.find("://") == std::string::npos) endpoint = "https://" + endpoint;
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
+  const auto scheme_end = endpoint.find("://");
+  std::string scheme = endpoint.substr(0, scheme_end);
+  std::transform(scheme.begin(), scheme.end(), scheme.begin(), [](unsigned char c) { return std::tolower(c); });
+  const auto host_start = scheme_end + 3;
+  const auto host_end = std::min(endpoint.find_first_of(":/", host_start), endpoint.size());
+  if ((scheme != "http" && scheme != "https") || host_end == host_start) {
+    fail(ExitCode::usage, "the S3 endpoint '{}' from {} is not a URL: write http://HOST[:PORT] or https://HOST[:PORT]",
+         redacted_url(given), source);
+  }
   return endpoint;
 }
 
@@ -288,7 +300,7 @@ Connection resolve_connection(const ConnectionOptions& options) {
   };
   for (const auto& [endpoint, source] : endpoint_candidates) {
     if (!endpoint.empty()) {
-      connection.endpoint = normalized_endpoint(endpoint);
+      connection.endpoint = normalized_endpoint(endpoint, source);
       connection.endpoint_source = source;
       break;
     }

@@ -97,6 +97,25 @@ TEST_F(CredentialsTest, EnvironmentWithSessionTokenAndEndpointOrder) {
   EXPECT_EQ(resolve_connection(options).endpoint, "https://explicit.example.com");
 }
 
+TEST_F(CredentialsTest, AnEndpointThatIsNotAUrlIsAUsageErrorNamingWhereItCameFrom) {
+  // Found by the s3_credentials fuzzer: "https:host://" lost its "://" to the trailing-slash trim.
+  for (const std::string endpoint : {"https:minio.example://", "ftp://minio:9000", "https://", "http:///bucket"}) {
+    environment_.set("MINIO_URL", endpoint);
+    try {
+      resolve_connection({});
+      FAIL() << endpoint << " must be refused";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ExitCode::usage);
+      const std::string message = error.what();
+      EXPECT_NE(message.find("'" + endpoint + "' from MINIO_URL is not a URL"), std::string::npos) << message;
+    }
+  }
+  environment_.set("MINIO_URL", "minio.minio:9000/");
+  EXPECT_EQ(resolve_connection({}).endpoint, "https://minio.minio:9000");
+  environment_.set("MINIO_URL", "HTTP://[::1]:9000");
+  EXPECT_EQ(resolve_connection({}).endpoint, "HTTP://[::1]:9000");
+}
+
 TEST_F(CredentialsTest, VaultShellFileGivesKeysAndEndpoint) {
   testing::write_text(vault_ / "minio-team",
                       "# rendered by vault\nexport MINIO_URL=\"http://minio.minio:9000\"\n"
