@@ -1,6 +1,27 @@
 #include "common/error.h"
 
 namespace tp {
+namespace {
+
+// The message of this error followed by its cause's whole chain (a tp::Error's what() already holds its own).
+std::string with_cause(const std::string& message, const std::exception_ptr& cause) {
+  if (!cause) return message;
+  try {
+    std::rethrow_exception(cause);
+  } catch (const std::exception& underneath) {
+    return message + ": " + underneath.what();
+  } catch (...) {
+    return message + ": an exception that is not a std::exception";
+  }
+}
+
+}  // namespace
+
+Error::Error(ExitCode code, std::string message, std::exception_ptr cause)
+    : std::runtime_error(with_cause(message, cause)),
+      code_(code),
+      message_size_(message.size()),
+      cause_(std::move(cause)) {}
 
 std::string_view exit_class_name(ExitCode code) {
   switch (code) {

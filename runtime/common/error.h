@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <cstddef>
+#include <exception>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -34,18 +36,37 @@ enum class ExitCode : int {
 std::string_view exit_class_name(ExitCode code);
 bool is_retryable(ExitCode code);
 
+// A failure and, when it has one, its cause: the exception that was being handled when it was thrown
+// (rethrow_as). what() is the chain as one line, "what failed: why underneath: deeper cause", joined when the
+// error is built. The cause is a member rather than std::throw_with_nested's mix-in so that every
+// `catch (const Error&)` reaches it without a dynamic_cast and what() needs no lazily built text.
 class Error : public std::runtime_error {
  public:
-  Error(ExitCode code, std::string message) : std::runtime_error(std::move(message)), code_(code) {}
+  Error(ExitCode code, std::string message) : Error(code, std::move(message), nullptr) {}
+  // `cause` may be null: an error of its own.
+  Error(ExitCode code, std::string message, std::exception_ptr cause);
   ExitCode code() const { return code_; }
+  // This error's own words, without its cause's.
+  std::string_view message() const { return std::string_view(what(), message_size_); }
+  // The exception underneath (null for none); std::rethrow_exception in a try block inspects it.
+  const std::exception_ptr& cause() const { return cause_; }
 
  private:
   ExitCode code_;
+  std::size_t message_size_;  // what() starts with the message
+  std::exception_ptr cause_;
 };
 
 template <typename... Args>
 [[noreturn]] void fail(ExitCode code, fmt::format_string<Args...> format, Args&&... args) {
   throw Error(code, fmt::format(format, std::forward<Args>(args)...));
+}
+
+// Inside a catch block: throws an Error of class `code` that says what failed, with the exception being
+// handled as its cause. Pass the caught tp::Error's code() to keep its class.
+template <typename... Args>
+[[noreturn]] void rethrow_as(ExitCode code, fmt::format_string<Args...> format, Args&&... args) {
+  throw Error(code, fmt::format(format, std::forward<Args>(args)...), std::current_exception());
 }
 
 }  // namespace tp

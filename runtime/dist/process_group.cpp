@@ -450,9 +450,9 @@ class ProcessGroupCommunicator final : public Communicator {
     } catch (const c10::Error& error) {
       fail(ExitCode::peer_lost, "rank {}: forming the {} process group of {} ranks failed: {}", options.rank,
            name(options.backend), options.world_size, error.what_without_backtrace());
-    } catch (const std::exception& error) {  // Gloo's own exceptions, such as a refused connection
-      fail(ExitCode::peer_lost, "rank {}: forming the {} process group of {} ranks failed: {}", options.rank,
-           name(options.backend), options.world_size, error.what());
+    } catch (const std::exception&) {  // Gloo's own exceptions, such as a refused connection
+      rethrow_as(ExitCode::peer_lost, "rank {}: forming the {} process group of {} ranks failed",
+                 options.rank, name(options.backend), options.world_size);
     }
     watchdog_ = std::thread([this] { watch_collectives(); });
   }

@@ -168,8 +168,8 @@ class Downloader {
     json response;
     try {
       response = json::parse(answer.body);
-    } catch (const json::exception& error) {
-      fail(ExitCode::source, "the LFS server {} answered with invalid JSON: {}", endpoint_, error.what());
+    } catch (const json::exception&) {
+      rethrow_as(ExitCode::source, "the LFS server {} answered with invalid JSON", endpoint_);
     }
     if (!response.is_object() || !response.contains("objects") || !response["objects"].is_array()) {
       fail(ExitCode::source, "the LFS server {} answered without an objects list", endpoint_);

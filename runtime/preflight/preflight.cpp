@@ -134,7 +134,7 @@ std::string check_s3_output(const spec::Spec& spec) {
   } catch (const Error& error) {
     fs::remove(probe);
     // A missing bucket is the output's problem here, not the data's.
-    if (error.code() == ExitCode::data) fail(ExitCode::output, "job.output {}: {}", spec.job.output, error.what());
+    if (error.code() == ExitCode::data) rethrow_as(ExitCode::output, "job.output {}", spec.job.output);
     throw;
   }
   fs::remove(probe);

@@ -292,7 +292,7 @@ class Loader {
     try {
       root = toml::parse(document, source_name_);
     } catch (const toml::parse_error& error) {
-      fail(ExitCode::spec, "{}: invalid TOML: {}", where(source_name_, error.source()), error.description());
+      rethrow_as(ExitCode::spec, "{}: invalid TOML", where(source_name_, error.source()));
     }
     // Every key is checked: the errors of a file are reported together, not one per run, in the file's order
     // (a table lists its keys sorted).
@@ -519,8 +519,8 @@ LoadedSpec load_file(const std::filesystem::path& file, const std::vector<std::s
   std::string document;
   try {
     document = read_file(file, ExitCode::spec);
-  } catch (const Error& error) {
-    fail(ExitCode::spec, "{}: {}", source_name, error.what());
+  } catch (const Error&) {
+    rethrow_as(ExitCode::spec, "{}", source_name);
   }
   return load(document, overrides, source_name);
 }

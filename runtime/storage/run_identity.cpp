@@ -145,8 +145,8 @@ RunIdentity identity_from_json(const nlohmann::json& json, const std::string& or
     for (const auto& item : json.at("items")) {
       identity.items.push_back({item.at("name").get<std::string>(), item.at("value").get<std::string>()});
     }
-  } catch (const nlohmann::json::exception& error) {
-    fail(ExitCode::output, "{}: not a trainpoint run identity ({})", origin, error.what());
+  } catch (const nlohmann::json::exception&) {
+    rethrow_as(ExitCode::output, "{}: not a trainpoint run identity", origin);
   }
   return identity;
 }

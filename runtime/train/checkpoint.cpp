@@ -88,9 +88,10 @@ void save_checkpoint(const fs::path& file, const torch::jit::Module& model, cons
     write_file_atomic(file, bytes);
   } catch (const Error& error) {
     const auto previous = list_checkpoints(file.parent_path());
-    fail(error.code(), "checkpoint not saved: {}; {}", error.what(),
-         previous.empty() ? std::string("no earlier checkpoint exists")
-                          : fmt::format("the previous checkpoint {} is intact", previous.front().string()));
+    rethrow_as(error.code(), "checkpoint not saved ({})",
+               previous.empty()
+                   ? std::string("no earlier checkpoint exists")
+                   : fmt::format("the previous checkpoint {} is intact", previous.front().string()));
   }
 }
 

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/error.h"
+
 namespace tp::log {
 namespace {
 
@@ -85,6 +87,26 @@ TEST(Log, TextLinesShowTheMessageAlone) {
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find(" info epoch 2/3 done"), std::string::npos) << lines[0];
   EXPECT_EQ(lines[0].find("\"epoch\""), std::string::npos);
+}
+
+TEST(Log, TheFinalErrorLineIsTheCauseChainAndTheExitClass) {
+  const auto lines = logged(Format::text, [] {
+    try {
+      try {
+        fail(ExitCode::storage, "cannot write epoch-2.ckpt: No space left on device");
+      } catch (const Error& error) {
+        rethrow_as(error.code(), "checkpoint not saved");
+      }
+    } catch (const Error& error) {
+      failure(error);
+    }
+  });
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(
+      lines[0].find("checkpoint not saved: cannot write epoch-2.ckpt: No space left on device (exit 201, "
+                    "storage error)"),
+      std::string::npos)
+      << lines[0];
 }
 
 }  // namespace
