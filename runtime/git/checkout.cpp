@@ -20,6 +20,7 @@
 #include "git/mirror.h"
 #include "git/parallel_checkout.h"
 #include "git/remote_url.h"
+#include "git/write_failure.h"
 
 namespace tp::git {
 namespace {
@@ -35,13 +36,6 @@ bool is_full_sha(const std::string& ref) {
   return ref.size() == GIT_OID_HEXSZ && std::all_of(ref.begin(), ref.end(), [](unsigned char c) {
            return std::isxdigit(c) && !std::isupper(c);
          });
-}
-
-[[noreturn]] void write_failed(const std::string& what, const std::string& cause) {
-  const bool full =
-      cause.find("No space left") != std::string::npos || cause.find("Disk quota") != std::string::npos;
-  fail(full ? ExitCode::storage : ExitCode::output, "{}: {}{}", what, cause,
-       full ? " (the work directory's disk is full)" : "");
 }
 
 // Everything one checkout() call shares between the repository and its submodules.

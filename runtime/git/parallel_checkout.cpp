@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "git/libgit2.h"
+#include "git/write_failure.h"
 
 namespace tp::git {
 namespace {
@@ -127,26 +128,26 @@ bool configuration_needs_filters(git_repository* repo) {
 // The first failure of any writer; the others stop at their next file.
 class FirstFailure {
  public:
-  void set(std::string what, int error_number) {
+  // `what` failed because of `cause` (libgit2's or strerror's text); `error_number` is errno, 0 for libgit2.
+  void set(std::string what, std::string cause, int error_number) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!message_) {
-      message_ = std::move(what);
+    if (!what_) {
+      what_ = std::move(what);
+      cause_ = std::move(cause);
       error_number_ = error_number;
     }
     failed_ = true;
   }
   bool failed() const { return failed_; }
   void rethrow() const {
-    if (!message_) return;
-    const bool full = error_number_ == ENOSPC || error_number_ == EDQUOT;
-    fail(error_number_ ? write_failure_class(error_number_) : ExitCode::output, "{}{}", *message_,
-         full ? " (the work directory's disk is full)" : "");
+    if (what_) write_failed(*what_, cause_, error_number_);
   }
 
  private:
   std::mutex mutex_;
   std::atomic<bool> failed_{false};
-  std::optional<std::string> message_;
+  std::optional<std::string> what_;
+  std::string cause_;
   int error_number_ = 0;
 };
 
@@ -167,7 +168,7 @@ bool write_all(int fd, const char* data, std::size_t size) {
 bool write_entry(git_repository* repo, const fs::path& workdir, Entry& entry, FirstFailure& failure) {
   git_blob* blob = nullptr;
   if (git_blob_lookup(&blob, repo, &entry.blob) != 0) {
-    failure.set("cannot read " + entry.path + " from the repository: " + libgit2_error(), 0);
+    failure.set("cannot read " + entry.path + " from the repository", libgit2_error(), 0);
     return false;
   }
   std::unique_ptr<git_blob, void (*)(git_blob*)> owned(blob, git_blob_free);
@@ -177,7 +178,7 @@ bool write_entry(git_repository* repo, const fs::path& workdir, Entry& entry, Fi
   if (entry.mode == GIT_FILEMODE_LINK) {
     const std::string target(content, size);
     if (::symlink(target.c_str(), path.c_str()) != 0 || ::lstat(path.c_str(), &entry.written) != 0) {
-      failure.set("cannot create the symbolic link " + path.string() + ": " + std::strerror(errno), errno);
+      failure.set("cannot create the symbolic link " + path.string(), std::strerror(errno), errno);
       return false;
     }
     return true;
@@ -185,14 +186,14 @@ bool write_entry(git_repository* repo, const fs::path& workdir, Entry& entry, Fi
   const mode_t permissions = entry.mode == GIT_FILEMODE_BLOB_EXECUTABLE ? 0777 : 0666;
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, permissions);
   if (fd < 0) {
-    failure.set("cannot create " + path.string() + ": " + std::strerror(errno), errno);
+    failure.set("cannot create " + path.string(), std::strerror(errno), errno);
     return false;
   }
   const bool written = write_all(fd, content, size) && ::fstat(fd, &entry.written) == 0;
   const int write_errno = errno;
   if (::close(fd) != 0 || !written) {
     const int cause = written ? errno : write_errno;
-    failure.set("cannot write " + path.string() + ": " + std::strerror(cause), cause);
+    failure.set("cannot write " + path.string(), std::strerror(cause), cause);
     return false;
   }
   return true;
@@ -219,7 +220,7 @@ void write_files(const fs::path& repo_path, const fs::path& workdir, std::vector
   const auto writer = [&] {
     git_repository* raw = nullptr;
     if (git_repository_open(&raw, repo_path.c_str()) != 0) {
-      failure.set("cannot open " + repo_path.string() + ": " + libgit2_error(), 0);
+      failure.set("cannot open " + repo_path.string(), libgit2_error(), 0);
       return;
     }
     std::unique_ptr<git_repository, void (*)(git_repository*)> repo(raw, git_repository_free);
