@@ -28,11 +28,14 @@ add_subdirectory(runtime/spec)
 # The parsers only, from modules whose libraries also hold network or LibTorch code.
 set(runtime ${PROJECT_SOURCE_DIR}/runtime)
 add_library(tp_fuzz_s3 ${runtime}/s3/xml.cpp ${runtime}/s3/paths.cpp ${runtime}/s3/credentials.cpp)
+trainpoint_module_headers(tp_fuzz_s3 s3)
 target_link_libraries(tp_fuzz_s3 PUBLIC tp_common PRIVATE pugixml::pugixml nlohmann_json::nlohmann_json
                       trainpoint_warnings)
 add_library(tp_fuzz_topology ${runtime}/dist/topology.cpp)
+trainpoint_module_headers(tp_fuzz_topology dist)
 target_link_libraries(tp_fuzz_topology PUBLIC tp_common PRIVATE trainpoint_warnings)
 add_library(tp_fuzz_git_url ${runtime}/git/remote_url.cpp)
+trainpoint_module_headers(tp_fuzz_git_url git)
 target_link_libraries(tp_fuzz_git_url PUBLIC tp_common PRIVATE trainpoint_warnings)
 
 add_subdirectory(tests/fuzz)
