@@ -2,12 +2,13 @@
 
 namespace tp {
 
-std::string utc_timestamp(std::time_t time) {
+std::string format_utc(std::time_t time, const char* format) {
   std::tm utc{};
   gmtime_r(&time, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
+  char text[64];
+  return std::string(text, std::strftime(text, sizeof text, format, &utc));
 }
+
+std::string utc_timestamp(std::time_t time) { return format_utc(time, "%Y-%m-%dT%H:%M:%SZ"); }
 
 }  // namespace tp

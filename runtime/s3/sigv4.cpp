@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/time.h"
 #include "s3/checksums.h"
 
 namespace tp::s3 {
@@ -64,13 +65,7 @@ std::string canonical_query(const QueryList& query) {
   return out;
 }
 
-std::string amz_date(std::time_t time) {
-  std::tm utc{};
-  gmtime_r(&time, &utc);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y%m%dT%H%M%SZ", &utc);
-  return buffer;
-}
+std::string amz_date(std::time_t time) { return format_utc(time, "%Y%m%dT%H%M%SZ"); }
 
 SignedRequest sign(const SignableRequest& request, const Credentials& credentials, std::string_view region,
                    std::time_t now) {
