@@ -16,7 +16,13 @@ namespace tp::dist {
 // The collective library a process group runs on: dist.backend as the plan resolves it.
 enum class Backend { gloo, nccl };
 
-constexpr std::string_view name(Backend backend) { return backend == Backend::nccl ? "nccl" : "gloo"; }
+inline std::string_view name(Backend backend) {
+  switch (backend) {
+    case Backend::gloo: return "gloo";
+    case Backend::nccl: return "nccl";
+  }
+  spec::unhandled(backend);
+}
 
 struct DevicePlan {
   Backend backend = Backend::gloo;  // dist.backend resolved: nccl when GPUs are visible, gloo otherwise

@@ -16,7 +16,6 @@
 #include "spec/spec.h"
 #include "storage/run_identity.h"
 #include "train/metrics.h"
-#include "train/report.h"
 #include "train/run_record.h"
 
 namespace torch::jit {
