@@ -15,12 +15,12 @@ class Declare {
     setting_.key = key;
     if constexpr (std::is_enum_v<T>) {
       // Stored as the enum, read and written as its name; the loader checks the name against `choices` first.
-      using Names = ChoiceNames<T>;
+      static constexpr auto names = choice_names(T{});
       setting_.kind = Kind::choice;
-      setting_.choices.assign(Names::names.begin(), Names::names.end());
+      setting_.choices.assign(names.begin(), names.end());
       setting_.assign = [section, member](Spec& spec, const Value& value) {
-        const auto found = std::find(Names::names.begin(), Names::names.end(), std::get<std::string>(value));
-        spec.*section.*member = static_cast<T>(found - Names::names.begin());
+        const auto found = std::find(names.begin(), names.end(), std::get<std::string>(value));
+        spec.*section.*member = static_cast<T>(found - names.begin());
       };
       setting_.read = [section, member](const Spec& spec) -> Value { return std::string(name(spec.*section.*member)); };
     } else {

@@ -17,8 +17,9 @@
 namespace tp::spec {
 
 // The settings that choose between behaviours are enums, parsed once here. Consumers `switch` over them, and
-// -Werror=switch makes a new choice fail to compile until every consumer handles it. ChoiceNames<E> spells
-// each choice as the spec writes it, in the enum's order; the settings table takes its choices from there.
+// -Werror=switch makes a new choice fail to compile until every consumer handles it. choice_names(E{})
+// spells each choice as the spec writes it, in the enum's order; the settings table takes its choices from
+// there.
 enum class Staging { all, shard, stream };
 enum class DataFormat { image_folder, image_csv, table_csv };
 enum class Task { classification, regression, multi_label };
@@ -27,41 +28,20 @@ enum class Schedule { constant, one_cycle, cosine, step };
 enum class Precision { fp32, bf16, fp16 };
 enum class Backend { automatic, gloo, nccl };  // "auto": nccl when the rank sees a GPU, gloo otherwise
 
-template <typename Choice>
-struct ChoiceNames;
-template <>
-struct ChoiceNames<Staging> {
-  static constexpr std::array<std::string_view, 3> names{"all", "shard", "stream"};
-};
-template <>
-struct ChoiceNames<DataFormat> {
-  static constexpr std::array<std::string_view, 3> names{"image_folder", "image_csv", "table_csv"};
-};
-template <>
-struct ChoiceNames<Task> {
-  static constexpr std::array<std::string_view, 3> names{"classification", "regression", "multi_label"};
-};
-template <>
-struct ChoiceNames<Optimizer> {
-  static constexpr std::array<std::string_view, 3> names{"sgd", "adam", "adamw"};
-};
-template <>
-struct ChoiceNames<Schedule> {
-  static constexpr std::array<std::string_view, 4> names{"constant", "one_cycle", "cosine", "step"};
-};
-template <>
-struct ChoiceNames<Precision> {
-  static constexpr std::array<std::string_view, 3> names{"fp32", "bf16", "fp16"};
-};
-template <>
-struct ChoiceNames<Backend> {
-  static constexpr std::array<std::string_view, 3> names{"auto", "gloo", "nccl"};
-};
+template <std::size_t N>
+using ChoiceNames = std::array<std::string_view, N>;
+constexpr ChoiceNames<3> choice_names(Staging) { return {"all", "shard", "stream"}; }
+constexpr ChoiceNames<3> choice_names(DataFormat) { return {"image_folder", "image_csv", "table_csv"}; }
+constexpr ChoiceNames<3> choice_names(Task) { return {"classification", "regression", "multi_label"}; }
+constexpr ChoiceNames<3> choice_names(Optimizer) { return {"sgd", "adam", "adamw"}; }
+constexpr ChoiceNames<4> choice_names(Schedule) { return {"constant", "one_cycle", "cosine", "step"}; }
+constexpr ChoiceNames<3> choice_names(Precision) { return {"fp32", "bf16", "fp16"}; }
+constexpr ChoiceNames<3> choice_names(Backend) { return {"auto", "gloo", "nccl"}; }
 
 // How the spec writes `choice`, for messages: name(Optimizer::sgd) is "sgd".
 template <typename Choice>
 std::string_view name(Choice choice) {
-  return ChoiceNames<Choice>::names.at(static_cast<std::size_t>(choice));
+  return choice_names(choice).at(static_cast<std::size_t>(choice));
 }
 
 // After a switch that returns for every choice: only a value outside the enum (a bad cast) gets here.
