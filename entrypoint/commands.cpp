@@ -321,7 +321,7 @@ void warn_if_output_is_lost(const spec::Spec& spec, const std::string& origin) {
 }
 
 // The spec is read from the local working tree (--checkout) and validated, so a broken spec is
-// found before the job is submitted; --set values other than k8s.* travel to the job.
+// found before the job is submitted; --set values other than k8s.* (but k8s.grace_s) travel to the job.
 int render_job(const cli::Options& options) {
   std::vector<std::string> overrides = options.overrides;
   overrides.insert(overrides.end(), options.k8s_overrides.begin(), options.k8s_overrides.end());
@@ -349,8 +349,13 @@ int render_job(const cli::Options& options) {
   request.repo = redacted_url(options.repo);
   request.ref = options.ref;
   request.spec = options.spec;
+  // Of the k8s settings the pods read only k8s.grace_s: their launcher's time from SIGTERM to SIGKILL, which
+  // must stay the manifest's terminationGracePeriodSeconds. The others shape the manifest alone.
   for (const auto& item : options.overrides) {
-    if (item.rfind("k8s.", 0) != 0) request.overrides.push_back(item);
+    std::string key = item.substr(0, item.find('='));
+    key.erase(key.find_last_not_of(" \t") + 1);
+    key.erase(0, key.find_first_not_of(" \t"));
+    if (key.rfind("k8s.", 0) != 0 || key == "k8s.grace_s") request.overrides.push_back(item);
   }
   request.secret = k8s.secret;
   request.vault_role = k8s.vault_role;
