@@ -1,0 +1,95 @@
+// image_folder: one subdirectory per class holding PNG or JPEG files, or fastai's train/ and valid/ folders.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <iterator>
+#include <map>
+#include <set>
+
+#include "common/error.h"
+#include "data/format_helpers.h"
+#include "data/image.h"
+#include "data/image_formats.h"
+
+namespace tp::data {
+
+namespace fs = std::filesystem;
+
+LabelledImages list_image_folder(const std::vector<fs::path>& files, const fs::path& dir,
+                                 const std::vector<std::string>* known_classes) {
+  std::map<std::string, std::vector<fs::path>> images_by_class;  // every class folder, even without images
+  std::map<std::string, std::set<std::string>> nested;            // class -> folders holding its deeper images
+  bool loose_images = false;
+  for (const fs::path& file : files) {
+    const fs::path relative = file.lexically_relative(dir);
+    const bool image = has_image_extension(file);
+    const auto depth = std::distance(relative.begin(), relative.end());
+    if (depth == 1) {
+      loose_images = loose_images || image;
+      continue;
+    }
+    auto& images = images_by_class[relative.begin()->string()];
+    if (image) images.push_back(file);
+    if (image && depth > 2) nested[relative.begin()->string()].insert(std::next(relative.begin())->string());
+  }
+  if (images_by_class.empty()) {
+    fail(ExitCode::data, "{}: no class subdirectories{}", dir.string(),
+         loose_images ? " (images must be in one subdirectory per class)" : "");
+  }
+  // A folder whose images are all in subfolders is no class: most likely it holds the classes themselves
+  // (train/circle/...), and training on it would learn the wrong problem.
+  for (const auto& [name, folders] : nested) {
+    const auto& images = images_by_class[name];
+    const bool only_folders = std::none_of(images.begin(), images.end(), [&](const fs::path& file) {
+      return std::distance(file.lexically_relative(dir).begin(), file.lexically_relative(dir).end()) == 2;
+    });
+    if (!only_folders) continue;
+    const bool split_name = name == "train" || name == "valid" || name == "val" || name == "test";
+    fail(ExitCode::data, "{}: the class folder '{}' holds only folders ({}), not images: image_folder wants one "
+         "folder of images per class{}", (dir / name).string(), name, fmt::join(folders, ", "),
+         split_name ? " (a train/ folder beside a valid/ or val/ one is the training and validation split, "
+                      "unless data.valid_source is set; or point data.source at " + (dir / name).string() + ")"
+                    : " (if these folders are the classes, point data.source at " + (dir / name).string() + ")");
+  }
+  LabelledImages result;
+  for (const auto& entry : images_by_class) result.classes.push_back(entry.first);
+  if (known_classes) result.classes = *known_classes;
+  std::vector<std::int64_t> labels;
+  for (const auto& [name, files] : images_by_class) {
+    const std::int64_t label = index_of(result.classes, name);
+    if (label < 0) {
+      fail(ExitCode::data, "{}: class '{}' is not among the training classes ({})", (dir / name).string(),
+           name, fmt::join(result.classes, ", "));
+    }
+    if (files.empty())
+      fail(ExitCode::data, "{}: class '{}' has no PNG or JPEG images", (dir / name).string(), name);
+    result.files.insert(result.files.end(), files.begin(), files.end());
+    labels.insert(labels.end(), files.size(), label);
+  }
+  result.targets = at::tensor(labels, at::kLong);
+  return result;
+}
+
+std::optional<std::pair<fs::path, fs::path>> split_folders(const std::vector<fs::path>& files, const fs::path& dir) {
+  std::set<std::string> top;  // folders directly under `dir` with files two levels below them
+  for (const fs::path& file : files) {
+    const fs::path relative = file.lexically_relative(dir);
+    if (std::distance(relative.begin(), relative.end()) > 2) top.insert(relative.begin()->string());
+  }
+  if (top.count("train") == 0) return std::nullopt;
+  for (const char* valid : {"valid", "val"}) {
+    if (top.count(valid) > 0) return std::make_pair(dir / "train", dir / valid);
+  }
+  return std::nullopt;
+}
+
+std::vector<fs::path> files_under(const std::vector<fs::path>& files, const fs::path& dir) {
+  std::vector<fs::path> under;
+  const std::string prefix = (dir / "").string();
+  for (const fs::path& file : files) {
+    if (file.string().rfind(prefix, 0) == 0) under.push_back(file);
+  }
+  return under;
+}
+
+}  // namespace tp::data

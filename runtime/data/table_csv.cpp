@@ -1,0 +1,208 @@
+// table_csv: a CSV with a header, feature columns (numeric or data.categorical) and a target column.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <map>
+#include <set>
+#include <string_view>
+
+#include "common/error.h"
+#include "data/csv.h"
+#include "data/dataset.h"
+#include "data/format_helpers.h"
+#include "data/formats.h"
+
+namespace tp::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A missing number in a numeric feature column: an empty cell, or a marker pandas also reads as missing.
+bool is_missing(std::string_view cell) {
+  static constexpr std::string_view markers[] = {"NA", "N/A", "NaN", "nan", "null", "NULL", "None"};
+  const auto begin = cell.find_first_not_of(" \t\r");
+  if (begin == std::string_view::npos) return true;
+  cell = cell.substr(begin, cell.find_last_not_of(" \t\r") + 1 - begin);
+  return std::find(std::begin(markers), std::end(markers), cell) != std::end(markers);
+}
+
+// How the columns of a table become features and a target; learnt from the training file.
+struct TableEncoding {
+  std::vector<std::string> feature_names;
+  std::map<std::string, std::vector<std::string>> categories;  // categorical column -> sorted values
+  std::vector<std::string> classes;                            // classification targets
+  std::set<std::string> flagged;     // numeric columns with missing cells: an extra "column=#na#" input
+  std::vector<std::size_t> numeric;  // the features that are numeric columns (missing cells get filled)
+};
+
+TableEncoding learn_encoding(const fs::path& file, const CsvTable& table, const spec::DataSpec& spec) {
+  TableEncoding encoding;
+  for (const auto& name : spec.categorical) {
+    if (table.column(name) < 0)
+      fail(ExitCode::data, "{}: no categorical column '{}' (data.categorical)", file.string(), name);
+  }
+  const int target = table.column(spec.target);
+  for (std::size_t c = 0; c < table.header.size(); ++c) {
+    const std::string& name = table.header[c];
+    const bool categorical =
+        std::find(spec.categorical.begin(), spec.categorical.end(), name) != spec.categorical.end();
+    std::vector<std::string> values;
+    if (categorical || static_cast<int>(c) == target) {
+      for (const auto& row : table.rows) values.push_back(row[c]);
+    }
+    if (static_cast<int>(c) == target) {
+      if (spec.task == spec::Task::classification) encoding.classes = sorted_distinct(std::move(values));
+    } else if (categorical) {
+      auto& levels = encoding.categories[name] = sorted_distinct(std::move(values));
+      for (const auto& level : levels) encoding.feature_names.push_back(name + "=" + level);
+    } else {
+      encoding.numeric.push_back(encoding.feature_names.size());
+      encoding.feature_names.push_back(name);
+      if (std::any_of(table.rows.begin(), table.rows.end(),
+                      [&](const auto& row) { return is_missing(row[c]); })) {
+        encoding.flagged.insert(name);
+        encoding.feature_names.push_back(name + "=#na#");
+      }
+    }
+  }
+  return encoding;
+}
+
+// Features {rows, features} and targets, unstandardized.
+std::pair<at::Tensor, at::Tensor> encode_table(const fs::path& file, const CsvTable& table,
+                                               const spec::DataSpec& spec, const TableEncoding& encoding) {
+  const int target = table.column(spec.target);
+  if (target < 0) fail(ExitCode::data, "{}: no target column '{}' (data.target)", file.string(), spec.target);
+  const auto rows = static_cast<std::int64_t>(table.rows.size());
+  at::Tensor features =
+      at::zeros({rows, static_cast<std::int64_t>(encoding.feature_names.size())}, at::kFloat);
+  at::Tensor targets =
+      spec.task == spec::Task::classification ? at::empty({rows}, at::kLong) : at::empty({rows}, at::kFloat);
+  float* out = features.data_ptr<float>();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const auto& row = table.rows[static_cast<std::size_t>(r)];
+    const std::size_t line = table.lines[static_cast<std::size_t>(r)];
+    std::size_t feature = 0;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      const std::string& name = table.header[c];
+      if (static_cast<int>(c) == target) {
+        if (spec.task == spec::Task::classification) {
+          const std::int64_t index = index_of(encoding.classes, row[c]);
+          if (index < 0) {
+            fail(ExitCode::data, "{}:{}: column '{}': '{}' is not among the training classes", file.string(),
+                 line, name, row[c]);
+          }
+          targets.data_ptr<std::int64_t>()[r] = index;
+        } else {
+          const auto value = parse_number(row[c]);
+          if (!value)
+            fail(ExitCode::data, "{}:{}: column '{}': '{}' is not a number", file.string(), line, name,
+                 row[c]);
+          targets.data_ptr<float>()[r] = static_cast<float>(*value);
+        }
+      } else if (const auto levels = encoding.categories.find(name); levels != encoding.categories.end()) {
+        const std::int64_t index = index_of(levels->second, row[c]);
+        // A category unseen in training encodes as all zeros.
+        if (index >= 0) out[r * features.size(1) + static_cast<std::int64_t>(feature) + index] = 1.f;
+        feature += levels->second.size();
+      } else {
+        float* cell = out + r * features.size(1) + static_cast<std::int64_t>(feature);
+        const bool flagged = encoding.flagged.count(name) > 0;
+        feature += flagged ? 2 : 1;
+        if (is_missing(row[c])) {
+          cell[0] = std::nanf("");  // filled with the training split's median once it is known
+          if (flagged) cell[1] = 1.f;
+          continue;
+        }
+        const auto value = parse_number(row[c]);
+        if (!value) {
+          fail(ExitCode::data,
+               "{}:{}: column '{}': '{}' is not a number (list categorical columns in data.categorical)",
+               file.string(), line, name, row[c]);
+        }
+        cell[0] = static_cast<float>(*value);
+      }
+    }
+  }
+  return {features, targets};
+}
+
+}  // namespace
+
+Datasets open_table(const spec::DataSpec& spec, const fs::path& root, std::uint64_t seed) {
+  const fs::path train_file = table_file(resolve(root, spec.source));
+  const CsvTable train_table = read_csv(train_file);
+  if (train_table.column(spec.target) < 0) {
+    fail(ExitCode::data, "{}: no target column '{}' (data.target)", train_file.string(), spec.target);
+  }
+  if (train_table.rows.empty()) fail(ExitCode::data, "{}: no rows after the header", train_file.string());
+  if (spec.task == spec::Task::multi_label)
+    fail(ExitCode::spec, "data.task: multi_label needs data.format = \"image_csv\"");
+  if (spec.task == spec::Task::classification) {
+    require_classes(train_file, train_table, train_table.column(spec.target), spec.target);
+  }
+  const TableEncoding encoding = learn_encoding(train_file, train_table, spec);
+  auto [features, targets] = encode_table(train_file, train_table, spec, encoding);
+
+  at::Tensor train_features, train_targets, valid_features, valid_targets;
+  if (!spec.valid_source.empty()) {
+    const fs::path valid_file = table_file(resolve(root, spec.valid_source));
+    std::tie(valid_features, valid_targets) = encode_table(valid_file, read_csv(valid_file), spec, encoding);
+    train_features = features;
+    train_targets = targets;
+  } else {
+    auto [train_indices, valid_indices] =
+        split_indices(static_cast<std::size_t>(features.size(0)), spec.valid, seed);
+    const auto rows = [](const std::vector<std::size_t>& indices) {
+      return at::tensor(std::vector<std::int64_t>(indices.begin(), indices.end()), at::kLong);
+    };
+    train_features = features.index_select(0, rows(train_indices));
+    train_targets = targets.index_select(0, rows(train_indices));
+    valid_features = features.index_select(0, rows(valid_indices));
+    valid_targets = targets.index_select(0, rows(valid_indices));
+  }
+  if (train_features.size(0) == 0)
+    fail(ExitCode::data, "{}: no training rows left after the split", train_file.string());
+  if (spec.task == spec::Task::classification) log_classes(encoding.classes, train_targets);
+
+  // Missing numbers become the training split's median (fastai's FillMissing; the 0.5 quantile, which is the
+  // mean of the two middle values like pandas' median), 0 for a column with none.
+  const at::Tensor medians =
+      at::nan_to_num(at::nanquantile(train_features.to(at::kDouble), 0.5, /*dim=*/0), 0.0).contiguous();
+  std::vector<double> fill(encoding.feature_names.size(), std::nan(""));
+  for (std::size_t feature : encoding.numeric) fill[feature] = medians.data_ptr<double>()[feature];
+  const at::Tensor fill_row = at::tensor(fill, at::kDouble).to(at::kFloat);
+  for (at::Tensor* features_of_split : {&train_features, &valid_features}) {
+    *features_of_split = at::where(features_of_split->isnan(), fill_row, *features_of_split);
+  }
+
+  // Standardize with training statistics only; a constant column keeps a divisor of 1.
+  at::Tensor mean = train_features.to(at::kDouble).mean(0);
+  at::Tensor std = train_features.to(at::kDouble).std(0, /*unbiased=*/false);
+  std = at::where(std > 1e-12, std, at::ones_like(std));
+  const auto standardize = [&](const at::Tensor& x) {
+    return ((x.to(at::kDouble) - mean) / std).to(at::kFloat);
+  };
+
+  Datasets datasets;
+  datasets.bad_files = std::make_shared<BadFiles>(spec.max_bad_files);
+  datasets.train = std::make_shared<TensorDataset>(standardize(train_features), train_targets);
+  datasets.valid = std::make_shared<TensorDataset>(standardize(valid_features), valid_targets);
+  Schema& schema = datasets.schema;
+  schema.input_shape = {features.size(1)};
+  schema.classification = spec.task == spec::Task::classification;
+  schema.class_names = encoding.classes;
+  schema.num_outputs = schema.classification ? static_cast<std::int64_t>(encoding.classes.size()) : 1;
+  schema.feature_names = encoding.feature_names;
+  mean = mean.contiguous();
+  std = std.contiguous();
+  schema.feature_mean.assign(mean.data_ptr<double>(), mean.data_ptr<double>() + mean.numel());
+  schema.feature_std.assign(std.data_ptr<double>(), std.data_ptr<double>() + std.numel());
+  schema.feature_fill = fill;
+  return datasets;
+}
+
+}  // namespace tp::data
