@@ -1,4 +1,6 @@
-// The openers of the data formats. Internal to tp_data.
+// The data formats: one opener per spec::DataFormat, each in its own file (image_folder.cpp, image_csv.cpp,
+// table_csv.cpp). The registry in open.cpp maps a format to its opener, and says how to add a format.
+// Internal to tp_data; data::open is the way in.
 #pragma once
 
 #include <cstdint>
@@ -11,11 +13,16 @@
 
 namespace tp::data {
 
-// image_folder and image_csv.
-Datasets open_images(const spec::DataSpec& spec, const std::filesystem::path& root, std::uint64_t seed,
-                     const std::shared_ptr<const FileStore>& store);
+// Opens the training and validation data of `spec` as data::open describes, before the checks open makes of
+// every format.
+using FormatOpener = Datasets (*)(const spec::DataSpec& spec, const std::filesystem::path& root,
+                                  std::uint64_t seed, const std::shared_ptr<const FileStore>& store);
 
-// table_csv.
-Datasets open_table(const spec::DataSpec& spec, const std::filesystem::path& root, std::uint64_t seed);
+Datasets open_image_folder(const spec::DataSpec& spec, const std::filesystem::path& root, std::uint64_t seed,
+                           const std::shared_ptr<const FileStore>& store);
+Datasets open_image_csv(const spec::DataSpec& spec, const std::filesystem::path& root, std::uint64_t seed,
+                        const std::shared_ptr<const FileStore>& store);
+Datasets open_table_csv(const spec::DataSpec& spec, const std::filesystem::path& root, std::uint64_t seed,
+                        const std::shared_ptr<const FileStore>& store);
 
 }  // namespace tp::data

@@ -6,12 +6,16 @@
 #include "common/error.h"
 #include "data/csv.h"
 #include "data/format_helpers.h"
+#include "data/formats.h"
 #include "data/image_formats.h"
 
 namespace tp::data {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The first column is an image path relative to the CSV, `target` the label column.
 LabelledImages read_image_csv(const fs::path& file, const spec::DataSpec& spec,
                               const std::vector<std::string>* known_classes) {
   const CsvTable table = read_csv(file);
@@ -74,6 +78,24 @@ LabelledImages read_image_csv(const fs::path& file, const spec::DataSpec& spec,
     }
   }
   return result;
+}
+
+// The training and the validation images: data.valid_source, else a held-out share of data.source.
+std::pair<LabelledImages, LabelledImages> training_and_validation(const spec::DataSpec& spec,
+                                                                  const fs::path& root, std::uint64_t seed) {
+  const fs::path source = resolve(root, spec.source);
+  const fs::path valid_source = spec.valid_source.empty() ? fs::path() : resolve(root, spec.valid_source);
+  LabelledImages train = read_image_csv(table_file(source), spec, nullptr);
+  if (valid_source.empty()) return hold_out(train, spec.valid, seed);
+  LabelledImages valid = read_image_csv(table_file(valid_source), spec, &train.classes);
+  return {std::move(train), std::move(valid)};
+}
+
+}  // namespace
+
+Datasets open_image_csv(const spec::DataSpec& spec, const fs::path& root, std::uint64_t seed,
+                        const std::shared_ptr<const FileStore>& store) {
+  return open_images(spec, seed, store, training_and_validation(spec, root, seed));
 }
 
 }  // namespace tp::data

@@ -1,13 +1,16 @@
 // image_folder: one subdirectory per class holding PNG or JPEG files, or fastai's train/ and valid/ folders.
 #include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "common/error.h"
 #include "data/format_helpers.h"
+#include "data/formats.h"
 #include "data/image.h"
 #include "data/image_formats.h"
 
@@ -15,6 +18,10 @@ namespace tp::data {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// One subdirectory per class, `files` the files under `dir`. `known_classes` (validation data) fixes the
+// class indices.
 LabelledImages list_image_folder(const std::vector<fs::path>& files, const fs::path& dir,
                                  const std::vector<std::string>* known_classes) {
   std::map<std::string, std::vector<fs::path>> images_by_class;  // every class folder, even without images
@@ -70,6 +77,8 @@ LabelledImages list_image_folder(const std::vector<fs::path>& files, const fs::p
   return result;
 }
 
+// fastai's layout: `dir` holds train/ and valid/ (or val/), each with one folder per class; they are the
+// training and validation split. Returns the two folders when `files` (those under `dir`) are laid out so.
 std::optional<std::pair<fs::path, fs::path>> split_folders(const std::vector<fs::path>& files, const fs::path& dir) {
   std::set<std::string> top;  // folders directly under `dir` with files two levels below them
   for (const fs::path& file : files) {
@@ -83,6 +92,7 @@ std::optional<std::pair<fs::path, fs::path>> split_folders(const std::vector<fs:
   return std::nullopt;
 }
 
+// The files of `files` under `dir`.
 std::vector<fs::path> files_under(const std::vector<fs::path>& files, const fs::path& dir) {
   std::vector<fs::path> under;
   const std::string prefix = (dir / "").string();
@@ -90,6 +100,37 @@ std::vector<fs::path> files_under(const std::vector<fs::path>& files, const fs::
     if (file.string().rfind(prefix, 0) == 0) under.push_back(file);
   }
   return under;
+}
+
+// The training and the validation images: data.valid_source, else fastai's train/ and valid/ folders, else a
+// held-out share of data.source.
+std::pair<LabelledImages, LabelledImages> training_and_validation(const spec::DataSpec& spec,
+                                                                  const fs::path& root, std::uint64_t seed,
+                                                                  const FileStore& store) {
+  const fs::path source = resolve(root, spec.source);
+  const fs::path valid_source = spec.valid_source.empty() ? fs::path() : resolve(root, spec.valid_source);
+  const std::vector<fs::path> files = store.list(source);
+  if (!valid_source.empty()) {
+    LabelledImages train = list_image_folder(files, source, nullptr);
+    LabelledImages valid = list_image_folder(store.list(valid_source), valid_source, &train.classes);
+    return {std::move(train), std::move(valid)};
+  }
+  if (const auto split = split_folders(files, source)) {
+    const auto& [train_dir, valid_dir] = *split;
+    spdlog::info("{}: {}/ and {}/ are the training and validation split (data.valid is not used)",
+                 source.string(), train_dir.filename().string(), valid_dir.filename().string());
+    LabelledImages train = list_image_folder(files_under(files, train_dir), train_dir, nullptr);
+    LabelledImages valid = list_image_folder(files_under(files, valid_dir), valid_dir, &train.classes);
+    return {std::move(train), std::move(valid)};
+  }
+  return hold_out(list_image_folder(files, source, nullptr), spec.valid, seed);
+}
+
+}  // namespace
+
+Datasets open_image_folder(const spec::DataSpec& spec, const fs::path& root, std::uint64_t seed,
+                           const std::shared_ptr<const FileStore>& store) {
+  return open_images(spec, seed, store, training_and_validation(spec, root, seed, *store));
 }
 
 }  // namespace tp::data

@@ -1,7 +1,6 @@
 #include "data/image_formats.h"
 
 #include <ATen/ATen.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 
@@ -9,7 +8,6 @@
 #include "data/dataset.h"
 #include "data/file_store.h"
 #include "data/format_helpers.h"
-#include "data/formats.h"
 #include "data/image.h"
 #include "data/transform.h"
 
@@ -124,42 +122,10 @@ std::pair<LabelledImages, LabelledImages> hold_out(const LabelledImages& all, do
   return {take(train_indices), take(valid_indices)};
 }
 
-namespace {
-
-// The training and the validation images: data.valid_source, else fastai's train/ and valid/ folders, else a
-// held-out share of data.source.
-std::pair<LabelledImages, LabelledImages> training_and_validation(const spec::DataSpec& spec, const fs::path& root,
-                                                                  std::uint64_t seed, const FileStore& store) {
-  const fs::path source = resolve(root, spec.source);
-  const fs::path valid_source = spec.valid_source.empty() ? fs::path() : resolve(root, spec.valid_source);
-  if (spec.format == spec::DataFormat::image_csv) {
-    LabelledImages train = read_image_csv(table_file(source), spec, nullptr);
-    if (valid_source.empty()) return hold_out(train, spec.valid, seed);
-    LabelledImages valid = read_image_csv(table_file(valid_source), spec, &train.classes);
-    return {std::move(train), std::move(valid)};
-  }
-  const std::vector<fs::path> files = store.list(source);
-  if (!valid_source.empty()) {
-    LabelledImages train = list_image_folder(files, source, nullptr);
-    LabelledImages valid = list_image_folder(store.list(valid_source), valid_source, &train.classes);
-    return {std::move(train), std::move(valid)};
-  }
-  if (const auto split = split_folders(files, source)) {
-    const auto& [train_dir, valid_dir] = *split;
-    spdlog::info("{}: {}/ and {}/ are the training and validation split (data.valid is not used)", source.string(),
-                 train_dir.filename().string(), valid_dir.filename().string());
-    LabelledImages train = list_image_folder(files_under(files, train_dir), train_dir, nullptr);
-    LabelledImages valid = list_image_folder(files_under(files, valid_dir), valid_dir, &train.classes);
-    return {std::move(train), std::move(valid)};
-  }
-  return hold_out(list_image_folder(files, source, nullptr), spec.valid, seed);
-}
-
-}  // namespace
-
-Datasets open_images(const spec::DataSpec& spec, const fs::path& root, std::uint64_t seed,
-                     const std::shared_ptr<const FileStore>& store) {
-  auto [train, valid] = training_and_validation(spec, root, seed, *store);
+Datasets open_images(const spec::DataSpec& spec, std::uint64_t seed,
+                     const std::shared_ptr<const FileStore>& store,
+                     std::pair<LabelledImages, LabelledImages> train_and_valid) {
+  auto& [train, valid] = train_and_valid;
   if (spec.task != spec::Task::regression) log_classes(train.classes, train.targets);
   Datasets datasets;
   datasets.bad_files = std::make_shared<BadFiles>(spec.max_bad_files);

@@ -132,7 +132,9 @@ std::pair<at::Tensor, at::Tensor> encode_table(const fs::path& file, const CsvTa
 
 }  // namespace
 
-Datasets open_table(const spec::DataSpec& spec, const fs::path& root, std::uint64_t seed) {
+// Reads the CSV from disk, not through `store`: a table_csv source is staged whole (storage/data_source.cpp).
+Datasets open_table_csv(const spec::DataSpec& spec, const fs::path& root, std::uint64_t seed,
+                        const std::shared_ptr<const FileStore>& /*store*/) {
   const fs::path train_file = table_file(resolve(root, spec.source));
   const CsvTable train_table = read_csv(train_file);
   if (train_table.column(spec.target) < 0) {
