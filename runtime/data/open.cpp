@@ -7,9 +7,10 @@
 namespace tp::data {
 namespace {
 
-// The registry of data formats. Adding one: a value in spec::DataFormat and its name in ChoiceNames
-// (spec/spec.h); a file runtime/data/<format>.cpp in tp_data (CMakeLists.txt) with its FormatOpener, declared
-// in data/formats.h; and its case here, without which -Werror=switch fails the build.
+// The registry of data formats. Adding one: a value in spec::DataFormat, its name in choice_names and its
+// case in reads_images (spec/spec.h); a file runtime/data/<format>.cpp in tp_data (CMakeLists.txt) with its
+// FormatOpener, declared in data/formats.h; and its case here. -Werror=switch fails the build until both
+// cases are there.
 FormatOpener format_opener(spec::DataFormat format) {
   switch (format) {
     case spec::DataFormat::image_folder:

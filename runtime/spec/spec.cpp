@@ -457,7 +457,7 @@ class Loader {
                                     origin.at("train.freeze_epochs"), spec.train.freeze_epochs,
                                     origin.at("train.epochs"), spec.train.epochs));
     }
-    if (spec.data.format == DataFormat::table_csv && spec.model.arch == "small_cnn") {
+    if (!reads_images(spec.data.format) && spec.model.arch == "small_cnn") {
       errors_.push_back(
           fmt::format("{}: model.arch 'small_cnn' needs images, but data.format is 'table_csv' ({}): use 'mlp'",
                       origin.at("model.arch"), origin.at("data.format")));

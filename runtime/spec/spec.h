@@ -50,6 +50,17 @@ template <typename Choice>
   throw std::logic_error("unhandled choice " + std::to_string(static_cast<int>(choice)));
 }
 
+// Whether data.format reads image files, each decoded on its own (and so streamable from S3 object by object),
+// rather than one table.
+inline bool reads_images(DataFormat format) {
+  switch (format) {
+    case DataFormat::image_folder:
+    case DataFormat::image_csv: return true;
+    case DataFormat::table_csv: return false;
+  }
+  unhandled(format);
+}
+
 struct JobSpec {
   std::string name;
   std::int64_t seed;

@@ -95,7 +95,7 @@ data::Datasets open_data(const spec::DataSpec& spec, const fs::path& root, const
   std::shared_ptr<const data::FileStore> store = data::local_files();
   bool rank_share = false;
   if (s3::is_s3_url(spec.source)) {
-    if (spec.staging == spec::Staging::stream && spec.format != spec::DataFormat::table_csv) {
+    if (spec.staging == spec::Staging::stream && spec::reads_images(spec.format)) {
       fs::path directory;
       store = stream(spec.source, spec, placement, directory);
       local.source = directory.string();

@@ -38,14 +38,14 @@ EpochLine epoch_line(const EpochMetrics& m, std::int64_t total_epochs, std::int6
   const double per_second = throughput.step_seconds > 0 ? throughput.samples / throughput.step_seconds : 0;
   const double wait_share =
       throughput.step_seconds > 0 ? throughput.times[StepPart::data_wait] / throughput.step_seconds : 0;
-  const char* unit = data.format == spec::DataFormat::table_csv ? "samples/s" : "images/s";
+  const char* unit = spec::reads_images(data.format) ? "images/s" : "samples/s";
   std::string text = fmt::format("epoch {}/{}: train_loss {:.4f}{}{} lr {:.3g} ({:.1f}s); {:.0f} {}, data wait {:.0f}% "
                                  "of step time",
                                  m.epoch, total_epochs, m.train_loss, validation.empty() ? "" : " ", validation, m.lr,
                                  m.seconds, per_second, unit, 100 * wait_share);
   if (wait_share > kDataWaitHint) {
     text += fmt::format(": training waits for data; more loader threads (data.workers, now {})", data.workers);
-    if (data.staging == spec::Staging::stream && data.format != spec::DataFormat::table_csv) {
+    if (data.staging == spec::Staging::stream && spec::reads_images(data.format)) {
       text += " or data staged on the node before training (data.staging = \"all\" instead of \"stream\")";
     }
     text += " may help";
