@@ -352,9 +352,7 @@ int render_job(const cli::Options& options) {
   // Of the k8s settings the pods read only k8s.grace_s: their launcher's time from SIGTERM to SIGKILL, which
   // must stay the manifest's terminationGracePeriodSeconds. The others shape the manifest alone.
   for (const auto& item : options.overrides) {
-    std::string key = item.substr(0, item.find('='));
-    key.erase(key.find_last_not_of(" \t") + 1);
-    key.erase(0, key.find_first_not_of(" \t"));
+    const std::string key = item.substr(0, item.find('='));
     if (key.rfind("k8s.", 0) != 0 || key == "k8s.grace_s") request.overrides.push_back(item);
   }
   request.secret = k8s.secret;

@@ -293,12 +293,12 @@ TEST(RenderJob, AGraceSetAtRenderReachesThePodsLauncherAndOtherK8sSettingsDoNot)
                                           "arch = \"small_cnn\"\n[k8s]\nimage = \"registry.example.org/trainpoint:1\"\n");
   const auto result = run_command("cd " + shell_quote(dir.path().string()) + " && " + testing::trainpoint_binary() +
                                   " render-job --repo https://git.example.org/a.git --ref main --spec train.toml "
-                                  "--set 'k8s.grace_s = 240' --set k8s.workers=3 --set train.epochs=3 -o job.yaml");
+                                  "--set k8s.grace_s=240 --set k8s.workers=3 --set train.epochs=3 -o job.yaml");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const std::string manifest = testing::read_text(dir / "job.yaml");
   EXPECT_NE(manifest.find("terminationGracePeriodSeconds: 240"), std::string::npos) << manifest;
   // The pods' launcher gives its workers the same time to save a checkpoint; k8s.workers is the manifest's.
-  EXPECT_NE(manifest.find("k8s.grace_s = 240;train.epochs=3"), std::string::npos) << manifest;
+  EXPECT_NE(manifest.find("k8s.grace_s=240;train.epochs=3"), std::string::npos) << manifest;
   EXPECT_EQ(manifest.find("k8s.workers"), std::string::npos) << manifest;
 }
 
