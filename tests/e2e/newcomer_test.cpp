@@ -153,10 +153,7 @@ class FolderLayout : public ::testing::Test {
                         "[job]\noutput = \"out\"\n[data]\nsource = \"data\"\nimage_size = 16\nworkers = 0\n"
                         "[model]\narch = \"small_cnn\"\n[train]\nepochs = 1\nbatch_size = 8\n");
   }
-  testing::CommandResult trainpoint(const std::string& extra = "") {
-    return run_command(testing::trainpoint_binary() + " run --spec " + shell_quote((dir_ / "train.toml").string()) +
-                       " --workdir " + shell_quote(dir_.path().string()) + extra);
-  }
+  testing::CommandResult trainpoint(const std::string& extra = "") { return testing::run_spec_in(dir_.path(), extra); }
   testing::TempDir dir_;
 };
 
@@ -198,10 +195,7 @@ class ImageModel : public ::testing::Test {
                         "[job]\noutput = \"out\"\n[data]\nsource = \"data\"\nimage_size = 20\nresize = \"crop\"\n"
                         "workers = 0\n[model]\narch = \"small_cnn\"\n[train]\nepochs = 6\nbatch_size = 16\nlr = 3e-3\n");
   }
-  testing::CommandResult trainpoint(const std::string& extra = "") {
-    return run_command(testing::trainpoint_binary() + " run --spec " + shell_quote((dir_ / "train.toml").string()) +
-                       " --workdir " + shell_quote(dir_.path().string()) + extra);
-  }
+  testing::CommandResult trainpoint(const std::string& extra = "") { return testing::run_spec_in(dir_.path(), extra); }
   std::string python(const std::string& arguments) { return run_checked("/usr/bin/python3 " + arguments); }
   testing::TempDir dir_;
 };

@@ -381,10 +381,7 @@ lr = 0.01
     return run_checked("/usr/bin/python3 " + shell_quote((dir_ / "program.py").string()) + " " +
                        shell_quote(dir_.path().string()) + " " + action);
   }
-  testing::CommandResult trainpoint(const std::string& extra = "") {
-    return run_command(testing::trainpoint_binary() + " run --spec " + shell_quote((dir_ / "train.toml").string()) +
-                       " --workdir " + shell_quote(dir_.path().string()) + extra);
-  }
+  testing::CommandResult trainpoint(const std::string& extra = "") { return testing::run_spec_in(dir_.path(), extra); }
   testing::TempDir dir_;
 };
 

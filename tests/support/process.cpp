@@ -40,4 +40,9 @@ std::string trainpoint_binary() { return TP_TRAINPOINT_BIN; }
 
 std::string source_dir() { return TP_SOURCE_DIR; }
 
+CommandResult run_spec_in(const std::filesystem::path& dir, const std::string& extra) {
+  return run_command(trainpoint_binary() + " run --spec " + shell_quote((dir / "train.toml").string()) +
+                     " --workdir " + shell_quote(dir.string()) + extra);
+}
+
 }  // namespace tp::testing

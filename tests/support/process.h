@@ -1,6 +1,7 @@
 // Running commands from tests: a shell command with its output captured, and its exit status.
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 namespace tp::testing {
@@ -20,5 +21,7 @@ std::string shell_quote(const std::string& text);
 std::string trainpoint_binary();
 // The project's source directory.
 std::string source_dir();
+// `trainpoint run` of DIR/train.toml with DIR as its work directory, and `extra` arguments after them.
+CommandResult run_spec_in(const std::filesystem::path& dir, const std::string& extra = "");
 
 }  // namespace tp::testing
