@@ -10,11 +10,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
-#include <ctime>
-#include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -22,15 +22,16 @@
 #include "common/signals.h"
 #include "common/time.h"
 #include "data/loader.h"
-#include "dist/c10d_compat.h"
 #include "dist/gradient_sync.h"
 #include "dist/topology.h"
 #include "model/model.h"
-#include "storage/run_identity.h"
 #include "train/checkpoint.h"
+#include "train/evaluation.h"
 #include "train/monitor.h"
 #include "train/precision.h"
 #include "train/report.h"
+#include "train/run_checkpoints.h"
+#include "train/sample_trace.h"
 #include "train/schedule.h"
 #include "train/step_losses.h"
 #include "train/training_step.h"
@@ -59,72 +60,10 @@ ReadPointAgreement agree_at_read_point(dist::Communicator& communicator, ReadPoi
   return {sums[0] > 0, sums[1] > 0};
 }
 
-// Correct predictions in a batch: whole samples for classification, the mean of the per-label
-// decisions of each sample for multi-label.
-double correct_in(const torch::Tensor& output, const torch::Tensor& target, const data::Schema& schema) {
-  if (schema.multi_label) return output.gt(0).eq(target.gt(0.5)).to(torch::kDouble).mean(1).sum().item<double>();
-  return output.argmax(1).eq(target).sum().item<double>();
-}
-
-// Whether top-k accuracy is reported: single-label classification with more than k classes.
-bool reports_top_k(const data::Schema& schema, std::int64_t k) {
-  return schema.classification && !schema.multi_label && schema.num_outputs > k;
-}
-
-// Samples whose target is among the k highest scores.
-double top_k_correct_in(const torch::Tensor& output, const torch::Tensor& target, std::int64_t k) {
-  return std::get<1>(output.topk(k, 1)).eq(target.unsqueeze(1)).any(1).sum().item<double>();
-}
-
 // The next batch, with the phase published while it loads.
 std::optional<data::Batch> next_batch(data::Loader& loader, dist::Communicator& communicator, std::int64_t step) {
   communicator.set_progress(step, dist::Phase::data);
   return loader.next();
-}
-
-struct Totals {
-  double loss_sum = 0;
-  double correct = 0;
-  double top_k_correct = 0;
-  double absolute_error = 0;  // regression
-  double count = 0;
-};
-
-// Sums per-rank totals over all ranks.
-Totals all_ranks(const Totals& mine, dist::Communicator& communicator) {
-  const std::vector<double> sums = dist::sum_over_ranks(
-      communicator,
-      std::vector<double>{mine.loss_sum, mine.correct, mine.top_k_correct, mine.absolute_error, mine.count});
-  return {sums[0], sums[1], sums[2], sums[3], sums[4]};
-}
-
-// Validation on this rank's disjoint share (no padding, so every sample counts once overall).
-Totals validate(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec,
-                dist::Communicator& communicator, const Precision& precision, c10::Device device) {
-  const std::size_t first = data.rank_share ? 0 : static_cast<std::size_t>(communicator.rank());
-  const std::size_t stride = data.rank_share ? 1 : static_cast<std::size_t>(communicator.world_size());
-  Totals totals;
-  std::vector<std::size_t> mine;
-  for (std::size_t i = first; i < data.valid->size(); i += stride) mine.push_back(i);
-  torch::NoGradGuard no_grad;
-  model.eval();
-  data::Loader loader(data.valid, mine, 0, loader_options(spec, device));
-  while (auto next = loader.next()) {
-    const auto batch = on_device(std::move(*next), device, uses_channels_last(spec));
-    const torch::Tensor output = precision.forward(model, batch.inputs);
-    const double n = static_cast<double>(batch.targets.size(0));
-    totals.loss_sum += loss_of(output, batch.targets, data.schema).item<double>() * n;
-    if (data.schema.classification) totals.correct += correct_in(output, batch.targets, data.schema);
-    if (reports_top_k(data.schema, spec.train.top_k)) {
-      totals.top_k_correct += top_k_correct_in(output, batch.targets, spec.train.top_k);
-    }
-    if (!data.schema.classification) {
-      totals.absolute_error += (output.reshape({-1}) - batch.targets.to(torch::kFloat)).abs().sum().item<double>();
-    }
-    totals.count += n;
-  }
-  model.train();
-  return all_ranks(totals, communicator);
 }
 
 // Every rank's bad files, sorted and without duplicates.
@@ -144,113 +83,9 @@ void write_model(torch::jit::Module& model, const fs::path& output_dir) {
   commit_file(temporary, model_file);
 }
 
-// TRAINPOINT_TRACE_SAMPLES=DIR: each rank appends "<epoch> <sample>" for every sample it trains to
-// DIR/samples-rank-<rank>.txt, to show which samples a run and its restarts trained (docs/distributed.md).
-class SampleTrace {
- public:
-  explicit SampleTrace(int rank) {
-    const char* directory = std::getenv("TRAINPOINT_TRACE_SAMPLES");
-    if (directory == nullptr || *directory == '\0') return;
-    fs::create_directories(directory);
-    out_.open(fs::path(directory) / fmt::format("samples-rank-{}.txt", rank), std::ios::app);
-  }
-  // The samples of batch `batch` of `indices`.
-  void record(std::int64_t epoch, const std::vector<std::size_t>& indices, std::size_t batch, std::size_t batch_size) {
-    if (!out_.is_open()) return;
-    for (std::size_t i = batch * batch_size; i < std::min(indices.size(), (batch + 1) * batch_size); ++i) {
-      out_ << epoch << ' ' << indices[i] << '\n';
-    }
-    out_.flush();
-  }
-
- private:
-  std::ofstream out_;
-};
-
-// Where this rank keeps checkpoints: the run's directory, checkpoints/<run key>/, in its node's output.
-struct RunCheckpoints {
-  fs::path directory;
-  bool keeps = false;  // rank 0, and a node's own copy (FitEnvironment::node_copy)
-};
-
-// Rank 0 names the run; every rank that keeps checkpoints records its identity beside them, and rank 0
-// publishes it (an s3:// output: a new pod compares its run with it before any rendezvous).
-RunCheckpoints run_checkpoints_of(const FitEnvironment& environment, const fs::path& output_dir,
-                                  dist::Communicator& communicator) {
-  const fs::path root = environment.checkpoints_root.empty() ? output_dir / "checkpoints" : environment.checkpoints_root;
-  const std::string document = dist::broadcast_bytes(
-      communicator, environment.identity ? storage::identity_json(*environment.identity).dump() : "", 0);
-  RunCheckpoints checkpoints{root, communicator.rank() == 0 || environment.node_copy};
-  if (document.empty()) return checkpoints;
-  const storage::RunIdentity identity = storage::identity_from_json(nlohmann::json::parse(document), "rank 0's run");
-  checkpoints.directory = storage::run_checkpoints(root, identity);
-  if (!checkpoints.keeps) return checkpoints;
-  const auto recorded = storage::record_identity(checkpoints.directory, identity);
-  if (recorded && communicator.rank() == 0 && environment.publish) environment.publish(*recorded);
-  return checkpoints;
-}
-
-// checkpoint.resume = "never": this run's checkpoints from an earlier start are deleted, so that the new
-// ones are not mixed with them; other runs' are left alone.
-void forget_checkpoints(const fs::path& directory, const FitEnvironment& environment, bool writer) {
-  const std::vector<fs::path> removed = prune_checkpoints(directory, 0);
-  if (removed.empty()) return;
-  spdlog::warn("checkpoint.resume = \"never\": deleted {} checkpoint(s) of an earlier start of this run in {}",
-               removed.size(), directory.string());
-  for (const fs::path& file : removed) {
-    if (writer && environment.withdraw) environment.withdraw(file);
-  }
-}
-
-// The newest checkpoint any rank holds (by step), the same on every rank: ranks that lack it receive it
-// from the lowest rank that has it, and those that keep checkpoints store it. Nothing when no rank has one.
-std::optional<Checkpoint> agree_on_checkpoint(std::optional<Checkpoint> mine, dist::Communicator& communicator,
-                                              const RunCheckpoints& checkpoints) {
-  if (communicator.world_size() == 1) return mine;
-  const std::vector<std::int64_t> steps =
-      dist::all_gather_values(communicator, mine ? mine->state.position.step + 1 : 0);  // 0: none
-  const std::int64_t newest = *std::max_element(steps.begin(), steps.end());
-  if (newest == 0) return std::nullopt;
-  if (std::count(steps.begin(), steps.end(), newest) == communicator.world_size()) {
-    return mine;  // every rank has it: nothing to send
-  }
-  const int holder = static_cast<int>(std::find(steps.begin(), steps.end(), newest) - steps.begin());
-  const bool lacking = !mine || mine->state.position.step + 1 != newest;
-  std::string bytes = dist::broadcast_bytes(communicator, communicator.rank() == holder ? mine->bytes : "", holder);
-  if (!lacking) return mine;
-  Checkpoint received = read_checkpoint(std::move(bytes), fmt::format("rank {}'s checkpoint at step {}", holder, newest - 1));
-  spdlog::warn("rank {}: {} the newest checkpoint (step {}); received it from rank {}", communicator.rank(),
-               mine ? fmt::format("has only step {}, not", mine->state.position.step) : std::string("has no checkpoint, not"),
-               newest - 1, holder);
-  if (checkpoints.keeps) {
-    received.file = checkpoint_path(checkpoints.directory, received.state.position);
-    fs::create_directories(checkpoints.directory);
-    write_file_atomic(received.file, received.bytes);
-  }
-  return received;
-}
-
 // Rank 0's answer to a question only it can answer, on every rank.
 bool agreed_by_rank_0(bool answer, dist::Communicator& communicator) {
   return dist::any_rank(communicator, communicator.rank() == 0 && answer);
-}
-
-// Saves a checkpoint, logs how long it took (a preempted pod has k8s.grace_s to write one) and returns the seconds.
-double save_timed(const fs::path& file, const torch::jit::Module& model, const torch::optim::Optimizer& optimizer,
-                  const CheckpointState& state, const spec::Spec& spec, bool writer) {
-  const auto begun = Clock::now();
-  save_checkpoint(file, model, optimizer, state);
-  const double seconds = std::chrono::duration<double>(Clock::now() - begun).count();
-  const double megabytes = static_cast<double>(fs::file_size(file)) / (1 << 20);
-  if (seconds > static_cast<double>(spec.k8s.grace_s) / 2) {
-    spdlog::warn("checkpoint {} ({:.1f} MiB) took {:.1f}s to save, more than half of k8s.grace_s = {}: a "
-                 "preempted pod may be killed before its checkpoint is complete; raise k8s.grace_s",
-                 file.string(), megabytes, seconds, spec.k8s.grace_s);
-  } else if (writer) {
-    // At debug: the epoch line gives the save time; a slow save warns above.
-    spdlog::debug("checkpoint {} saved ({:.1f} MiB in {:.2f}s)", file.string(), megabytes, seconds);
-  }
-  return seconds;
 }
 
 // On a GPU, waits for the work this rank queued on its compute stream, so that the step timer charges it to
@@ -278,367 +113,514 @@ MonitorSettings monitor_settings(const spec::Spec& spec, const dist::Communicato
   return settings;
 }
 
+// The optimizer's parameter groups: one, or when fine-tuning two, the body and the head, so the body can
+// have its own lr.
+std::vector<torch::optim::OptimizerParamGroup> parameter_groups(const torch::jit::Module& model,
+                                                                const Parameters& placed, bool fine_tune) {
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  if (!fine_tune) {
+    groups.emplace_back(placed.tensors);
+    return groups;
+  }
+  const std::vector<std::string> head = model::head_parameter_names(model);
+  std::vector<torch::Tensor> body_parameters, head_parameters;
+  for (std::size_t i = 0; i < placed.tensors.size(); ++i) {
+    const bool in_head = std::find(head.begin(), head.end(), placed.names[i]) != head.end();
+    (in_head ? head_parameters : body_parameters).push_back(placed.tensors[i]);
+  }
+  groups.emplace_back(body_parameters);
+  groups.emplace_back(head_parameters);
+  return groups;
+}
+
+// What an epoch's steps leave for its end.
+struct TrainedEpoch {
+  std::int64_t index = 0;  // 0-based
+  Clock::time_point started = Clock::now();
+  Totals totals;  // this rank's training totals
+  double lr = 0;  // the last step's
+  EpochThroughput throughput;
+};
+
+// One epoch while its steps run: this rank's samples from where the epoch stands, their loader, and what the
+// steps add up.
+struct EpochSteps {
+  EpochSteps(std::int64_t index, std::int64_t first_sample, std::vector<std::size_t> samples,
+             const data::Datasets& data, const data::LoaderOptions& options)
+      : first_sample(first_sample),
+        indices(std::move(samples)),
+        loader(data.train, indices, index, options),
+        losses(index) {
+    trained.index = index;
+  }
+
+  TrainedEpoch trained;
+  const std::int64_t first_sample;  // of the epoch's global order: above 0 when an interrupted epoch goes on
+  const std::vector<std::size_t> indices;
+  data::Loader loader;
+  std::optional<log::Progress> progress;  // rank 0 speaks for the job
+  StepTimer timer;
+  StepLosses losses;
+  std::int64_t step_samples = 0;  // this rank's, in the current step
+};
+
+// One call of fit: the run set up, resumed, trained epoch by epoch and finished, on one rank. Every method
+// that communicates is called at the same point on every rank.
+class Fit {
+ public:
+  Fit(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec, dist::Communicator& communicator,
+      const fs::path& output_dir, const RunOrigin& origin, const FitEnvironment& environment);
+
+  // Resumes from the newest checkpoint of this run that any rank holds (or, with checkpoint.resume =
+  // "never", forgets an earlier start's). Returns whether the run is already complete.
+  bool resume();
+  // The result of a run found complete: nothing is trained or rewritten.
+  FitResult already_complete();
+  // Before the first epoch trained here: the old final outputs removed, the ranks on rank 0's weights, the
+  // records and the monitor opened.
+  void start();
+  std::int64_t first_epoch() const { return position_.epochs_done; }
+  // Trains `epoch` (its remaining samples when it was interrupted); a stop request throws here.
+  TrainedEpoch train_epoch(std::int64_t epoch);
+  // After an epoch's steps: validation, the records and report, the due checkpoint, the epoch's line.
+  void end_epoch(const TrainedEpoch& epoch);
+  // After the last epoch: the report, model.pt and run.json.
+  FitResult finish();
+
+ private:
+  double lr_at(double epochs_trained) const;
+  void enter_fine_tune_phase(std::int64_t epoch);
+  // Samples of the epoch's global order trained once this rank has trained `batches` batches of it.
+  std::int64_t samples_done_after(const EpochSteps& epoch, std::size_t batches) const;
+  void train_batch(EpochSteps& epoch, const data::Batch& batch, bool stepping);
+  void take_step(EpochSteps& epoch);
+  // A stop request at this step: one checkpoint on every rank that keeps them; returns it and its save time.
+  std::pair<fs::path, double> save_stop_checkpoint(EpochSteps& epoch);
+  EpochMetrics measure(const TrainedEpoch& epoch);
+  std::optional<double> save_epoch_checkpoint();
+  void log_resumed() const;
+  void publish(const fs::path& file) const {
+    if (environment_.publish) environment_.publish(file);
+  }
+
+  torch::jit::Module& model_;
+  const data::Datasets& data_;
+  const spec::Spec& spec_;
+  dist::Communicator& communicator_;
+  const fs::path output_dir_;
+  const FitEnvironment& environment_;
+  const c10::Device device_;
+  const Clock::time_point started_ = Clock::now();
+  const RunFacts facts_;
+  const bool writer_;
+  const RunCheckpoints checkpoints_;
+  Precision precision_;
+  Parameters placed_;
+  const bool fine_tune_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  const EpochSamples samples_;  // which samples each epoch has, split across the ranks
+  const std::int64_t accumulate_;
+  const std::size_t batch_size_;
+  const std::int64_t global_batch_;
+  const double global_batch_factor_;
+  const double peak_lr_;
+  const std::int64_t steps_per_epoch_;
+  const std::int64_t top_k_;
+
+  TrainingPosition position_;
+  std::optional<Checkpoint> resumed_;
+  Totals resumed_totals_;  // the interrupted epoch's, on rank 0 (the epoch's totals are summed over ranks)
+  std::optional<dist::GradientSynchronizer> synchronizer_;
+  std::optional<bool> body_frozen_;
+  std::unique_ptr<MetricsLog> metrics_;  // rank 0
+  std::optional<RunMonitor> monitor_;
+  SampleTrace trace_;
+  ReadPoints reads_;
+  FitResult result_;
+};
+
+Fit::Fit(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec, dist::Communicator& communicator,
+         const fs::path& output_dir, const RunOrigin& origin, const FitEnvironment& environment)
+    : model_(model),
+      data_(data),
+      spec_(spec),
+      communicator_(communicator),
+      output_dir_(output_dir),
+      environment_(environment),
+      device_(environment.device),
+      facts_{origin, spec, data, communicator.world_size(), utc_timestamp()},
+      writer_(communicator.rank() == 0),
+      checkpoints_(run_checkpoints_of(environment, output_dir, communicator)),
+      precision_(spec.train.precision, device_),
+      placed_(place_model(model, spec, device_)),
+      fine_tune_(spec.train.freeze_epochs > 0),
+      optimizer_(make_optimizer(spec.train, parameter_groups(model, placed_, fine_tune_))),
+      samples_(data, spec, communicator),
+      accumulate_(spec.train.accumulate),
+      batch_size_(static_cast<std::size_t>(spec.train.batch_size)),
+      global_batch_(spec.train.batch_size * communicator.world_size() * accumulate_),
+      // The linear scaling rule (Goyal et al. 2017): the peak lr grows with the global batch, with warmup.
+      global_batch_factor_(static_cast<double>(communicator.world_size() * accumulate_)),
+      peak_lr_(spec.train.lr_scaling == "linear" ? spec.train.lr * global_batch_factor_ : spec.train.lr),
+      steps_per_epoch_((static_cast<std::int64_t>((samples_.per_rank(0) + batch_size_ - 1) / batch_size_) +
+                        accumulate_ - 1) /
+                       accumulate_),
+      top_k_(reports_top_k(data.schema, spec.train.top_k) ? spec.train.top_k : 0),
+      trace_(communicator.rank()) {
+  if (writer_) fs::create_directories(output_dir);
+  model.train();
+}
+
+bool Fit::resume() {
+  if (spec_.checkpoint.resume == "never") {
+    if (checkpoints_.keeps) forget_checkpoints(checkpoints_.directory, environment_, writer_);
+  } else {
+    resumed_ = agree_on_checkpoint(newest_checkpoint(checkpoints_.directory), communicator_, checkpoints_);
+  }
+  if (resumed_) {
+    apply_checkpoint(*resumed_, model_, *optimizer_);
+    position_ = resumed_->state.position;
+    if (writer_) {
+      resumed_totals_.loss_sum = resumed_->state.train_loss_sum;
+      resumed_totals_.count = resumed_->state.train_count;
+    }
+  }
+  // A run that already ran its epochs and wrote its final outputs is complete: it is not done again.
+  return position_.epochs_done >= spec_.train.epochs &&
+         agreed_by_rank_0(environment_.final_outputs_present, communicator_);
+}
+
+FitResult Fit::already_complete() {
+  FitResult result;
+  result.already_complete = true;
+  if (writer_) {
+    const std::vector<EpochMetrics> epochs = read_epoch_metrics(output_dir_);
+    if (!epochs.empty()) result.last = epochs.back();
+    spdlog::info("the run is already complete: {} epochs trained (train.epochs = {}, last checkpoint {}); "
+                 "nothing is trained or rewritten", position_.epochs_done, spec_.train.epochs, resumed_->file.string());
+  }
+  communicator_.barrier();
+  return result;
+}
+
+void Fit::log_resumed() const {
+  spdlog::info("resumed from {} after epoch {}{} (step {})", resumed_->file.string(), position_.epochs_done,
+               position_.samples_done > 0 ? fmt::format(" and {} samples of epoch {}", position_.samples_done,
+                                                        position_.epochs_done + 1)
+                                          : "",
+               position_.step);
+  if (resumed_->state.world_size == communicator_.world_size()) return;
+  const double old_factor = static_cast<double>(resumed_->state.world_size * accumulate_);
+  spdlog::info("the world size changed from {} to {}: global batch {} -> {}{}; {}", resumed_->state.world_size,
+               communicator_.world_size(), spec_.train.batch_size * resumed_->state.world_size * accumulate_,
+               global_batch_,
+               spec_.train.lr_scaling == "linear"
+                   ? fmt::format(", peak lr {:g} -> {:g} (linear scaling)", spec_.train.lr * old_factor, peak_lr_)
+                   : "",
+               position_.samples_done > 0 ? "the interrupted epoch's remaining samples are split over the new "
+                                            "ranks, each trained once; the schedule goes on by samples seen"
+                                          : "the schedule goes on by samples seen");
+}
+
+void Fit::start() {
+  if (resumed_ && writer_) log_resumed();
+  // The final outputs of an earlier run go first: only a run that finishes writes them again.
+  if (writer_) {
+    fs::remove(output_dir_ / "run.json");
+    fs::remove(output_dir_ / "model.pt");
+  }
+  start_from_rank_0(model_, placed_.tensors, communicator_);  // after rank 0 resumed
+  // Built again whenever fine-tuning freezes or unfreezes the body (at the same epoch on every rank).
+  if (!fine_tune_) synchronize_trainable(synchronizer_, placed_, spec_, communicator_);
+  if (writer_) {
+    spdlog::info("training {} samples ({} per rank, {} steps per epoch), validating on {}; world size {}; global "
+                 "batch {}; peak lr {:g}{}",
+                 data_.train->size(), samples_.per_rank(0), steps_per_epoch_, data_.valid ? data_.valid->size() : 0,
+                 communicator_.world_size(), global_batch_, peak_lr_,
+                 spec_.train.lr_scaling == "linear"
+                     ? fmt::format(" (train.lr {:g} x {:g}, linear scaling)", spec_.train.lr, global_batch_factor_)
+                     : "");
+    metrics_ = std::make_unique<MetricsLog>(output_dir_, position_.epochs_done, position_.step);
+  }
+  install_stop_handlers();
+  monitor_.emplace(
+      monitor_settings(spec_, communicator_, environment_, steps_per_epoch_ * spec_.train.epochs, position_.step),
+      dist::process_environment);
+}
+
+// The schedule runs over epochs counted by samples trained, so that it goes on through a restart at another
+// world size. Fine-tuning runs one schedule over the frozen epochs and another over the rest, as fastai's
+// fine_tune calls fit_one_cycle twice.
+double Fit::lr_at(double epochs_trained) const {
+  ScheduleOptions phase{spec_.train.schedule, peak_lr_,  spec_.train.warmup, 1.0, 1.0, spec_.train.step_every,
+                        spec_.train.step_gamma};
+  const auto frozen = static_cast<double>(spec_.train.freeze_epochs);
+  if (epochs_trained < frozen) {
+    phase.length = frozen;
+    return learning_rate(phase, epochs_trained);
+  }
+  phase.length = static_cast<double>(spec_.train.epochs) - frozen;
+  return learning_rate(phase, epochs_trained - frozen);
+}
+
+// The phase follows from the epoch alone, so a resumed run continues in the right one.
+void Fit::enter_fine_tune_phase(std::int64_t epoch) {
+  if (!fine_tune_ || body_frozen_ == (epoch < spec_.train.freeze_epochs)) return;
+  body_frozen_ = epoch < spec_.train.freeze_epochs;
+  model::set_body_trainable(model_, !*body_frozen_);
+  synchronize_trainable(synchronizer_, placed_, spec_, communicator_);
+  if (writer_ && *body_frozen_) {
+    spdlog::info("fine-tuning: the head trains alone for {} epoch(s), the body frozen", spec_.train.freeze_epochs);
+  } else if (writer_) {
+    spdlog::info("fine-tuning: the body trains from epoch {} at lr x {:g}", epoch + 1, spec_.train.body_lr_factor);
+  }
+}
+
+std::int64_t Fit::samples_done_after(const EpochSteps& epoch, std::size_t batches) const {
+  const std::size_t mine = std::min(batches * batch_size_, epoch.indices.size());
+  return std::min(epoch.first_sample + static_cast<std::int64_t>(mine) * communicator_.world_size(),
+                  samples_.in_epoch());
+}
+
+TrainedEpoch Fit::train_epoch(std::int64_t index) {
+  enter_fine_tune_phase(index);
+  // An interrupted epoch goes on with the samples of its global order not trained yet.
+  EpochSteps epoch(index, position_.samples_done, samples_.of_rank(index, position_.samples_done), data_,
+              loader_options(spec_, device_));
+  if (writer_) {
+    epoch.progress.emplace(fmt::format("epoch {}/{}", index + 1, spec_.train.epochs), epoch.loader.num_batches(),
+                           "batches");
+  }
+  monitor_->start_epoch(index + 1);
+  epoch.timer.start();
+  epoch.trained.totals = std::exchange(resumed_totals_, Totals{});  // the interrupted epoch's so far, once
+  epoch.trained.lr = peak_lr_;
+  try {
+    while (auto next = next_batch(epoch.loader, communicator_, position_.step)) {
+      const auto batch = on_device(std::move(*next), device_, uses_channels_last(spec_));
+      epoch.timer.enter(StepPart::forward_backward);
+      // With accumulation, gradients are summed locally over `accumulate` batches and averaged across ranks
+      // only on the last one (DDP's no_sync).
+      const std::size_t position = epoch.loader.position();
+      const std::int64_t micro = (static_cast<std::int64_t>(position) - 1) % accumulate_;
+      const bool stepping = micro == accumulate_ - 1 || position == epoch.loader.num_batches();
+      if (micro == 0) {
+        const double epochs_trained = static_cast<double>(index) +
+                                      static_cast<double>(samples_done_after(epoch, position - 1)) /
+                                          static_cast<double>(samples_.in_epoch());
+        epoch.trained.lr = lr_at(epochs_trained);
+        set_learning_rate(*optimizer_, epoch.trained.lr, spec_.train.body_lr_factor);
+        optimizer_->zero_grad();
+      }
+      train_batch(epoch, batch, stepping);
+      if (stepping) {
+        take_step(epoch);
+      } else {
+        epoch.timer.enter(StepPart::data_wait);
+      }
+    }
+  } catch (const c10::Error& error) {
+    communicator_.raise_if_communication_failure(error);  // with NCCL, often seen first where losses are read
+    fail(ExitCode::training, "epoch {}: {}", index + 1, error.what_without_backtrace());
+  }
+  if (epoch.progress) epoch.progress->close();  // the epoch line (end_epoch) is the epoch's one line
+  position_.epochs_done = index + 1;
+  position_.samples_done = 0;
+  return epoch.trained;
+}
+
+// Forward and backward of one batch; its loss is read at the next read point.
+void Fit::train_batch(EpochSteps& epoch, const data::Batch& batch, bool stepping) {
+  communicator_.set_progress(position_.step, dist::Phase::forward);
+  const torch::Tensor output = precision_.forward(model_, batch.inputs);
+  const torch::Tensor loss = loss_of(output, batch.targets, data_.schema, spec_.train.label_smoothing);
+  if (synchronizer_) synchronizer_->set_enabled(stepping);
+  communicator_.set_progress(position_.step, dist::Phase::backward);
+  precision_.scaled(accumulate_ > 1 ? loss / static_cast<double>(accumulate_) : loss).backward();
+  epoch.losses.add(loss, batch.targets.size(0), position_.step + 1, epoch.trained.lr);
+  epoch.step_samples += batch.targets.size(0);
+  trace_.record(epoch.trained.index, epoch.indices, epoch.loader.position() - 1, batch_size_);
+  if (epoch.progress) epoch.progress->advance();
+}
+
+// The optimizer step on the averaged gradients, then, at a read point, the losses read and the ranks'
+// agreement on stopping or failing; the step's records.
+void Fit::take_step(EpochSteps& epoch) {
+  wait_for_device(device_);
+  epoch.timer.enter(StepPart::allreduce);
+  if (synchronizer_) synchronizer_->finish();
+  epoch.timer.enter(StepPart::optimizer);
+  apply_gradients(precision_, placed_.tensors, spec_.train, *optimizer_);
+  wait_for_device(device_);
+  ++position_.step;
+  epoch.timer.enter(StepPart::allreduce);
+  const bool read_point = reads_.due(position_.step, epoch.loader.position() == epoch.loader.num_batches());
+  const std::optional<std::string> diverged =
+      read_point ? epoch.losses.read(epoch.trained.totals.loss_sum, epoch.trained.totals.count) : std::nullopt;
+  const auto agreed = read_point ? agree_at_read_point(communicator_, reads_, position_.step, diverged.has_value())
+                                 : ReadPointAgreement{false, false};
+  if (agreed.diverged) {
+    fail(ExitCode::training, "{}", diverged.value_or(fmt::format("another rank's loss became nan or inf by epoch {} "
+                                                                 "step {}: lower train.lr (now {:g})",
+                                                                 epoch.trained.index + 1, position_.step, epoch.trained.lr)));
+  }
+  if (epoch.progress && read_point) {
+    const double train_loss = epoch.trained.totals.loss_sum / epoch.trained.totals.count;
+    const double epoch_seconds = std::chrono::duration<double>(Clock::now() - epoch.trained.started).count();
+    epoch.progress->set_note(fmt::format("loss {:.4f}", train_loss));
+    epoch.progress->set_fields({{"epoch", epoch.trained.index + 1}, {"step", position_.step}, {"train_loss", train_loss},
+                                {"lr", epoch.trained.lr},
+                                {"images_per_s", epoch.trained.throughput.samples / std::max(1e-9, epoch_seconds)},
+                                {"rank", communicator_.rank()}});
+  }
+  std::optional<std::pair<fs::path, double>> stop_checkpoint;  // saved because a rank was asked to stop
+  if (agreed.stop) stop_checkpoint = save_stop_checkpoint(epoch);
+
+  StepRecord record(position_.step, epoch.trained.lr, 0);  // its loss is filled in once read
+  const StepTimer::Step timed = epoch.timer.end_step();
+  reads_.step_took(timed.seconds);
+  record.seconds = timed.seconds;
+  record.times = timed.times;
+  for (const StepLosses::Step& read : epoch.losses.end_step(record, epoch.step_samples)) {
+    if (metrics_) metrics_->write_step(read.record);
+    monitor_->step_done(read.record, read.samples, communicator_.stalled_ranks());
+  }
+  epoch.trained.throughput.samples += static_cast<double>(epoch.step_samples * communicator_.world_size());
+  epoch.trained.throughput.step_seconds += timed.seconds;
+  epoch.trained.throughput.times += timed.times;
+  epoch.step_samples = 0;
+  if (stop_checkpoint) {
+    communicator_.barrier();
+    fail(ExitCode::interrupted, "stopped by a signal at epoch {} step {} ({} of the epoch's {} samples trained); "
+         "checkpoint {} saved in {:.2f}s: a restart resumes there", epoch.trained.index + 1, position_.step,
+         position_.samples_done, samples_.in_epoch(), stop_checkpoint->first.string(), stop_checkpoint->second);
+  }
+}
+
+std::pair<fs::path, double> Fit::save_stop_checkpoint(EpochSteps& epoch) {
+  // The epoch's totals so far go with it.
+  position_.samples_done = samples_done_after(epoch, epoch.loader.position());
+  const Totals so_far = summed_over_ranks(epoch.trained.totals, communicator_);
+  epoch.timer.enter(StepPart::checkpoint);
+  communicator_.set_progress(position_.step, dist::Phase::checkpoint);
+  const fs::path saved = checkpoint_path(checkpoints_.directory, position_);
+  double seconds = 0;
+  if (checkpoints_.keeps) {
+    seconds = save_timed(saved, model_, *optimizer_,
+                         {position_, communicator_.world_size(), so_far.loss_sum, so_far.count}, spec_, writer_);
+    monitor_->checkpoint_written(seconds);
+  }
+  if (writer_) publish(saved);
+  return {saved, seconds};
+}
+
+// The epoch's metrics: its training loss over all ranks and the validation's.
+EpochMetrics Fit::measure(const TrainedEpoch& epoch) {
+  const Totals train = summed_over_ranks(epoch.totals, communicator_);
+  EpochMetrics m;
+  m.epoch = epoch.index + 1;
+  m.step = position_.step;
+  m.lr = epoch.lr;
+  m.train_loss = train.count > 0 ? train.loss_sum / train.count : std::nan("");
+  m.valid_loss = m.valid_accuracy = m.error_rate = m.top_k_accuracy = m.mae = m.mse = std::nan("");
+  if (data_.valid && data_.valid->size() > 0) {
+    communicator_.set_progress(position_.step, dist::Phase::validate);
+    const Totals valid = validate(model_, data_, spec_, communicator_, precision_, device_);
+    m.valid_loss = valid.loss_sum / valid.count;
+    if (data_.schema.classification) {
+      m.valid_accuracy = valid.correct / valid.count;
+      m.error_rate = 1.0 - m.valid_accuracy;
+    } else {
+      m.mae = valid.absolute_error / valid.count;
+      m.mse = m.valid_loss;  // the regression loss is the mean squared error
+    }
+    if (top_k_ > 0) m.top_k_accuracy = valid.top_k_correct / valid.count;
+  }
+  m.seconds = std::chrono::duration<double>(Clock::now() - epoch.started).count();
+  return m;
+}
+
+// The checkpoint after an epoch when checkpoint.every_epochs says so (and after the last), on every rank that
+// keeps them, older ones pruned; its save time.
+std::optional<double> Fit::save_epoch_checkpoint() {
+  const std::int64_t done = position_.epochs_done;
+  const bool due = spec_.checkpoint.every_epochs > 0 &&
+                   (done % spec_.checkpoint.every_epochs == 0 || done == spec_.train.epochs);
+  if (!due || !checkpoints_.keeps) return std::nullopt;
+  communicator_.set_progress(position_.step, dist::Phase::checkpoint);
+  const fs::path saved = checkpoint_path(checkpoints_.directory, position_);
+  const double seconds = save_timed(saved, model_, *optimizer_, {position_, communicator_.world_size(), 0, 0}, spec_,
+                                    writer_);
+  monitor_->checkpoint_written(seconds);
+  if (writer_) publish(saved);
+  for (const fs::path& pruned : prune_checkpoints(checkpoints_.directory, spec_.checkpoint.keep)) {
+    if (writer_ && environment_.withdraw) environment_.withdraw(pruned);
+  }
+  return seconds;
+}
+
+void Fit::end_epoch(const TrainedEpoch& epoch) {
+  const EpochMetrics m = measure(epoch);
+  const std::vector<std::string> bad_files = all_bad_files(*data_.bad_files, communicator_);
+  if (writer_) {
+    metrics_->write_epoch(m);
+    const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
+    write_report(output_dir_ / "report.html", {run_record(facts_, m, bad_files, elapsed), metrics_->steps(),
+                                               metrics_->epochs(), spec_.train.epochs, top_k_, false});
+  }
+  // After the metrics: a checkpoint never runs ahead of the records a resumed run keeps.
+  const std::optional<double> checkpoint_seconds = save_epoch_checkpoint();
+  if (writer_) {
+    // The epoch's one line, after its checkpoint, whose save time it gives (k8s.grace_s must cover it).
+    EpochLine line = epoch_line(m, spec_.train.epochs, top_k_, epoch.throughput, spec_.data, communicator_.rank());
+    if (checkpoint_seconds) {
+      line.text += fmt::format("; checkpoint saved in {:.2f}s", *checkpoint_seconds);
+      line.fields["checkpoint_s"] = *checkpoint_seconds;
+    }
+    log::info_with_fields(line.fields, line.text);
+    for (const char* record : {"metrics.jsonl", "metrics.csv", "steps.jsonl", "report.html"}) {
+      publish(output_dir_ / record);
+    }
+  }
+  monitor_->epoch_done(m);
+  result_.last = m;
+  ++result_.epochs_run;
+}
+
+FitResult Fit::finish() {
+  const std::vector<std::string> bad_files = all_bad_files(*data_.bad_files, communicator_);
+  const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
+  if (writer_) {
+    // A resumed run that had nothing left to train reports the epoch its records end with.
+    if (!metrics_->epochs().empty()) result_.last = metrics_->epochs().back();
+    const nlohmann::json record = run_record(facts_, result_.last, bad_files, seconds);
+    write_report(output_dir_ / "report.html",
+                 {record, metrics_->steps(), metrics_->epochs(), spec_.train.epochs, top_k_, true});
+    write_model(model_, output_dir_);
+    write_run_json(output_dir_, record);
+    result_.model_file = output_dir_ / "model.pt";
+    publish(output_dir_ / "report.html");
+    publish(result_.model_file);
+    publish(output_dir_ / "run.json");
+    spdlog::info("wrote {} and {}", result_.model_file.string(), (output_dir_ / "run.json").string());
+  }
+  monitor_->finished();
+  communicator_.barrier();
+  return result_;
+}
+
 }  // namespace
 
 FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec,
               dist::Communicator& communicator, const fs::path& output_dir, const RunOrigin& origin,
               const FitEnvironment& environment) {
-  const auto published = [&](const fs::path& file) {
-    if (environment.publish) environment.publish(file);
-  };
-  const c10::Device device = environment.device;
-  const auto started = Clock::now();
-  const RunFacts facts{origin, spec, data, communicator.world_size(), utc_timestamp()};
-  const bool writer = communicator.rank() == 0;
-  const RunCheckpoints checkpoints = run_checkpoints_of(environment, output_dir, communicator);
-  Precision precision(spec.train.precision, device);
-  if (writer) fs::create_directories(output_dir);
-
-  Parameters placed = place_model(model, spec, device);
-  std::vector<torch::Tensor>& parameters = placed.tensors;
-  const std::vector<std::string>& names = placed.names;
-  // Fine-tuning: the body and the head in two optimizer groups, so the body can have its own lr.
-  const bool fine_tune = spec.train.freeze_epochs > 0;
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  if (fine_tune) {
-    const std::vector<std::string> head = model::head_parameter_names(model);
-    std::vector<torch::Tensor> body_parameters, head_parameters;
-    for (std::size_t i = 0; i < parameters.size(); ++i) {
-      const bool in_head = std::find(head.begin(), head.end(), names[i]) != head.end();
-      (in_head ? head_parameters : body_parameters).push_back(parameters[i]);
-    }
-    groups.emplace_back(body_parameters);
-    groups.emplace_back(head_parameters);
-  } else {
-    groups.emplace_back(parameters);
+  Fit run(model, data, spec, communicator, output_dir, origin, environment);
+  if (run.resume()) return run.already_complete();
+  run.start();
+  for (std::int64_t epoch = run.first_epoch(); epoch < spec.train.epochs; ++epoch) {
+    run.end_epoch(run.train_epoch(epoch));
   }
-  auto optimizer = make_optimizer(spec.train, groups);
-  model.train();
-
-  // The run's data: which samples each epoch has, split across the ranks.
-  const EpochSamples samples(data, spec, communicator);
-  const std::int64_t accumulate = spec.train.accumulate;
-  const auto batch_size = static_cast<std::size_t>(spec.train.batch_size);
-  const std::int64_t global_batch = spec.train.batch_size * communicator.world_size() * accumulate;
-  // The linear scaling rule (Goyal et al. 2017): the peak lr grows with the global batch, with warmup.
-  const double global_batch_factor = static_cast<double>(communicator.world_size() * accumulate);
-  const double peak_lr = spec.train.lr_scaling == "linear" ? spec.train.lr * global_batch_factor : spec.train.lr;
-
-  TrainingPosition position;
-  Totals resumed_totals;  // the interrupted epoch's, on rank 0 (the epoch's totals are summed over ranks)
-  std::optional<Checkpoint> resumed;
-  if (spec.checkpoint.resume == "never") {
-    if (checkpoints.keeps) forget_checkpoints(checkpoints.directory, environment, writer);
-  } else {
-    resumed = agree_on_checkpoint(newest_checkpoint(checkpoints.directory), communicator, checkpoints);
-  }
-  if (resumed) {
-    apply_checkpoint(*resumed, model, *optimizer);
-    position = resumed->state.position;
-    if (writer) {
-      resumed_totals.loss_sum = resumed->state.train_loss_sum;
-      resumed_totals.count = resumed->state.train_count;
-    }
-  }
-
-  FitResult result;
-  // A run that already ran its epochs and wrote its final outputs is complete: it is not done again.
-  if (position.epochs_done >= spec.train.epochs && agreed_by_rank_0(environment.final_outputs_present, communicator)) {
-    result.already_complete = true;
-    if (writer) {
-      const std::vector<EpochMetrics> epochs = read_epoch_metrics(output_dir);
-      if (!epochs.empty()) result.last = epochs.back();
-      spdlog::info("the run is already complete: {} epochs trained (train.epochs = {}, last checkpoint {}); "
-                   "nothing is trained or rewritten", position.epochs_done, spec.train.epochs, resumed->file.string());
-    }
-    communicator.barrier();
-    return result;
-  }
-  if (resumed && writer) {
-    spdlog::info("resumed from {} after epoch {}{} (step {})", resumed->file.string(), position.epochs_done,
-                 position.samples_done > 0 ? fmt::format(" and {} samples of epoch {}", position.samples_done,
-                                                         position.epochs_done + 1)
-                                           : "",
-                 position.step);
-    if (resumed->state.world_size != communicator.world_size()) {
-      const double old_factor = static_cast<double>(resumed->state.world_size * accumulate);
-      spdlog::info("the world size changed from {} to {}: global batch {} -> {}{}; {}", resumed->state.world_size,
-                   communicator.world_size(), spec.train.batch_size * resumed->state.world_size * accumulate,
-                   global_batch,
-                   spec.train.lr_scaling == "linear"
-                       ? fmt::format(", peak lr {:g} -> {:g} (linear scaling)", spec.train.lr * old_factor, peak_lr)
-                       : "",
-                   position.samples_done > 0 ? "the interrupted epoch's remaining samples are split over the new "
-                                               "ranks, each trained once; the schedule goes on by samples seen"
-                                             : "the schedule goes on by samples seen");
-    }
-  }
-  // The final outputs of an earlier run go first: only a run that finishes writes them again.
-  if (writer) {
-    fs::remove(output_dir / "run.json");
-    fs::remove(output_dir / "model.pt");
-  }
-
-  start_from_rank_0(model, parameters, communicator);  // after rank 0 resumed
-  // Built again whenever fine-tuning freezes or unfreezes the body (at the same epoch on every rank).
-  std::optional<dist::GradientSynchronizer> synchronizer;
-  if (!fine_tune) synchronize_trainable(synchronizer, placed, spec, communicator);
-
-  const std::int64_t batches_per_epoch =
-      static_cast<std::int64_t>((samples.per_rank(0) + batch_size - 1) / batch_size);
-  const std::int64_t steps_per_epoch = (batches_per_epoch + accumulate - 1) / accumulate;
-  // The schedule runs over epochs counted by samples trained, so that it goes on through a restart at
-  // another world size. Fine-tuning runs one schedule over the frozen epochs and another over the rest, as
-  // fastai's fine_tune calls fit_one_cycle twice.
-  const ScheduleOptions schedule{spec.train.schedule, peak_lr, spec.train.warmup, 1.0, 1.0,
-                                 spec.train.step_every, spec.train.step_gamma};
-  const auto frozen = static_cast<double>(spec.train.freeze_epochs);
-  auto lr_at = [&](double epochs) {
-    ScheduleOptions phase = schedule;
-    if (epochs < frozen) {
-      phase.length = frozen;
-      return learning_rate(phase, epochs);
-    }
-    phase.length = static_cast<double>(spec.train.epochs) - frozen;
-    return learning_rate(phase, epochs - frozen);
-  };
-  if (writer) {
-    spdlog::info("training {} samples ({} per rank, {} steps per epoch), validating on {}; world size {}; global "
-                 "batch {}; peak lr {:g}{}",
-                 data.train->size(), samples.per_rank(0), steps_per_epoch, data.valid ? data.valid->size() : 0,
-                 communicator.world_size(), global_batch, peak_lr,
-                 spec.train.lr_scaling == "linear" ? fmt::format(" (train.lr {:g} x {:g}, linear scaling)", spec.train.lr,
-                                                                 global_batch_factor)
-                                                   : "");
-  }
-
-  std::unique_ptr<MetricsLog> metrics;
-  if (writer) metrics = std::make_unique<MetricsLog>(output_dir, position.epochs_done, position.step);
-  const std::int64_t top_k = reports_top_k(data.schema, spec.train.top_k) ? spec.train.top_k : 0;
-  SampleTrace trace(communicator.rank());
-  install_stop_handlers();
-  RunMonitor monitor(monitor_settings(spec, communicator, environment, steps_per_epoch * spec.train.epochs, position.step),
-                     dist::process_environment);
-
-  ReadPoints reads;
-  std::optional<bool> body_frozen;
-  for (std::int64_t epoch = position.epochs_done; epoch < spec.train.epochs; ++epoch) {
-    // The phase follows from the epoch alone, so a resumed run continues in the right one.
-    if (fine_tune && body_frozen != (epoch < spec.train.freeze_epochs)) {
-      body_frozen = epoch < spec.train.freeze_epochs;
-      model::set_body_trainable(model, !*body_frozen);
-      synchronize_trainable(synchronizer, placed, spec, communicator);
-      if (writer && *body_frozen) {
-        spdlog::info("fine-tuning: the head trains alone for {} epoch(s), the body frozen", spec.train.freeze_epochs);
-      } else if (writer) {
-        spdlog::info("fine-tuning: the body trains from epoch {} at lr x {:g}", epoch + 1, spec.train.body_lr_factor);
-      }
-    }
-    const auto epoch_started = Clock::now();
-    // An interrupted epoch goes on with the samples of its global order not trained yet.
-    const std::int64_t first_sample = position.samples_done;
-    const std::vector<std::size_t> indices = samples.of_rank(epoch, first_sample);
-    data::Loader loader(data.train, indices, epoch, loader_options(spec, device));
-    // Samples of the epoch's global order trained once this rank has trained `batches` batches.
-    const auto samples_done_after = [&](std::size_t batches) {
-      const std::size_t mine = std::min(batches * batch_size, indices.size());
-      return std::min(first_sample + static_cast<std::int64_t>(mine) * communicator.world_size(), samples.in_epoch());
-    };
-    // Rank 0 speaks for the job; the other ranks log only warnings and errors.
-    std::optional<log::Progress> progress;
-    if (writer) {
-      progress.emplace(fmt::format("epoch {}/{}", epoch + 1, spec.train.epochs), loader.num_batches(), "batches");
-    }
-    monitor.start_epoch(epoch + 1);
-    StepTimer timer;
-    timer.start();
-    EpochThroughput throughput;
-    std::int64_t step_samples = 0;  // this rank's, in this step
-    Totals train_totals = epoch == position.epochs_done ? resumed_totals : Totals{};
-    double lr = peak_lr;
-    StepLosses losses(epoch);
-    try {
-      while (auto next = next_batch(loader, communicator, position.step)) {
-        const auto batch = on_device(std::move(*next), device, uses_channels_last(spec));
-        timer.enter(StepPart::forward_backward);
-        // With accumulation, gradients are summed locally over `accumulate` batches and averaged
-        // across ranks only on the last one (DDP's no_sync).
-        const std::int64_t micro = (static_cast<std::int64_t>(loader.position()) - 1) % accumulate;
-        const bool stepping = micro == accumulate - 1 || loader.position() == loader.num_batches();
-        if (micro == 0) {
-          const double epochs_trained = static_cast<double>(epoch) +
-                                        static_cast<double>(samples_done_after(loader.position() - 1)) /
-                                            static_cast<double>(samples.in_epoch());
-          lr = lr_at(epochs_trained);
-          set_learning_rate(*optimizer, lr, spec.train.body_lr_factor);
-          optimizer->zero_grad();
-        }
-        communicator.set_progress(position.step, dist::Phase::forward);
-        const torch::Tensor output = precision.forward(model, batch.inputs);
-        const torch::Tensor loss = loss_of(output, batch.targets, data.schema, spec.train.label_smoothing);
-        if (synchronizer) synchronizer->set_enabled(stepping);
-        communicator.set_progress(position.step, dist::Phase::backward);
-        precision.scaled(accumulate > 1 ? loss / static_cast<double>(accumulate) : loss).backward();
-        losses.add(loss, batch.targets.size(0), position.step + 1, lr);  // read at the next read point
-        step_samples += batch.targets.size(0);
-        trace.record(epoch, indices, loader.position() - 1, batch_size);
-        if (progress) progress->advance();
-        if (!stepping) {
-          timer.enter(StepPart::data_wait);
-          continue;
-        }
-        wait_for_device(device);
-        timer.enter(StepPart::allreduce);
-        if (synchronizer) synchronizer->finish();
-        timer.enter(StepPart::optimizer);
-        apply_gradients(precision, parameters, spec.train, *optimizer);
-        wait_for_device(device);
-        ++position.step;
-        timer.enter(StepPart::allreduce);
-        std::optional<fs::path> stop_checkpoint;  // saved because a rank was asked to stop
-        double stop_save_seconds = 0;
-        const bool read_point = reads.due(position.step, loader.position() == loader.num_batches());
-        const std::optional<std::string> diverged =
-            read_point ? losses.read(train_totals.loss_sum, train_totals.count) : std::nullopt;
-        const auto agreed = read_point ? agree_at_read_point(communicator, reads, position.step, diverged.has_value())
-                                       : ReadPointAgreement{false, false};
-        if (agreed.diverged) {
-          fail(ExitCode::training, "{}", diverged.value_or(fmt::format("another rank's loss became nan or inf by "
-                                                                       "epoch {} step {}: lower train.lr (now {:g})",
-                                                                       epoch + 1, position.step, lr)));
-        }
-        if (progress && read_point) {
-          progress->set_note(fmt::format("loss {:.4f}", train_totals.loss_sum / train_totals.count));
-          const double epoch_seconds = std::chrono::duration<double>(Clock::now() - epoch_started).count();
-          progress->set_fields({{"epoch", epoch + 1}, {"step", position.step},
-                                {"train_loss", train_totals.loss_sum / train_totals.count}, {"lr", lr},
-                                {"images_per_s", throughput.samples / std::max(1e-9, epoch_seconds)},
-                                {"rank", communicator.rank()}});
-        }
-        if (agreed.stop) {
-          // One checkpoint at this step on every rank that keeps them; the epoch's totals so far go with it.
-          position.samples_done = samples_done_after(loader.position());
-          const Totals so_far = all_ranks(train_totals, communicator);
-          timer.enter(StepPart::checkpoint);
-          communicator.set_progress(position.step, dist::Phase::checkpoint);
-          const fs::path saved = checkpoint_path(checkpoints.directory, position);
-          if (checkpoints.keeps) {
-            stop_save_seconds = save_timed(saved, model, *optimizer,
-                                           {position, communicator.world_size(), so_far.loss_sum, so_far.count}, spec,
-                                           writer);
-            monitor.checkpoint_written(stop_save_seconds);
-          }
-          if (writer) published(saved);
-          stop_checkpoint = saved;
-        }
-        StepRecord record(position.step, lr, 0);  // its loss is filled in once read
-        const StepTimer::Step timed = timer.end_step();
-        reads.step_took(timed.seconds);
-        record.seconds = timed.seconds;
-        record.times = timed.times;
-        for (const StepLosses::Step& read : losses.end_step(record, step_samples)) {
-          if (metrics) metrics->write_step(read.record);
-          monitor.step_done(read.record, read.samples, communicator.stalled_ranks());
-        }
-        throughput.samples += static_cast<double>(step_samples * communicator.world_size());
-        throughput.step_seconds += timed.seconds;
-        throughput.times += timed.times;
-        step_samples = 0;
-        if (stop_checkpoint) {
-          const fs::path& saved = *stop_checkpoint;
-          communicator.barrier();
-          fail(ExitCode::interrupted, "stopped by a signal at epoch {} step {} ({} of the epoch's {} samples "
-               "trained); checkpoint {} saved in {:.2f}s: a restart resumes there", epoch + 1, position.step,
-               position.samples_done, samples.in_epoch(), saved.string(), stop_save_seconds);
-        }
-      }
-    } catch (const c10::Error& error) {
-      communicator.raise_if_communication_failure(error);  // with NCCL, often seen first where losses are read
-      fail(ExitCode::training, "epoch {}: {}", epoch + 1, error.what_without_backtrace());
-    }
-    if (progress) progress->close();  // the epoch line below is the epoch's one line
-    position.epochs_done = epoch + 1;
-    position.samples_done = 0;
-
-    const Totals train = all_ranks(train_totals, communicator);
-    EpochMetrics m;
-    m.epoch = epoch + 1;
-    m.step = position.step;
-    m.lr = lr;
-    m.train_loss = train.count > 0 ? train.loss_sum / train.count : std::nan("");
-    m.valid_loss = m.valid_accuracy = m.error_rate = m.top_k_accuracy = m.mae = m.mse = std::nan("");
-    if (data.valid && data.valid->size() > 0) {
-      communicator.set_progress(position.step, dist::Phase::validate);
-      const Totals valid = validate(model, data, spec, communicator, precision, device);
-      m.valid_loss = valid.loss_sum / valid.count;
-      if (data.schema.classification) {
-        m.valid_accuracy = valid.correct / valid.count;
-        m.error_rate = 1.0 - m.valid_accuracy;
-      } else {
-        m.mae = valid.absolute_error / valid.count;
-        m.mse = m.valid_loss;  // the regression loss is the mean squared error
-      }
-      if (top_k > 0) m.top_k_accuracy = valid.top_k_correct / valid.count;
-    }
-    m.seconds = std::chrono::duration<double>(Clock::now() - epoch_started).count();
-    const std::vector<std::string> bad_files = all_bad_files(*data.bad_files, communicator);
-    if (writer) {
-      metrics->write_epoch(m);
-      const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
-      write_report(output_dir / "report.html",
-                   {run_record(facts, m, bad_files, elapsed), metrics->steps(), metrics->epochs(), spec.train.epochs,
-                    top_k, false});
-    }
-    // After the metrics: a checkpoint never runs ahead of the records a resumed run keeps.
-    const bool due = spec.checkpoint.every_epochs > 0 &&
-                     (m.epoch % spec.checkpoint.every_epochs == 0 || m.epoch == spec.train.epochs);
-    std::optional<double> checkpoint_seconds;
-    if (due && checkpoints.keeps) {
-      communicator.set_progress(position.step, dist::Phase::checkpoint);
-      const fs::path saved = checkpoint_path(checkpoints.directory, position);
-      checkpoint_seconds = save_timed(saved, model, *optimizer, {position, communicator.world_size(), 0, 0}, spec, writer);
-      monitor.checkpoint_written(*checkpoint_seconds);
-      if (writer) published(saved);
-      for (const fs::path& pruned : prune_checkpoints(checkpoints.directory, spec.checkpoint.keep)) {
-        if (writer && environment.withdraw) environment.withdraw(pruned);
-      }
-    }
-    if (writer) {
-      // The epoch's one line, after its checkpoint, whose save time it gives (k8s.grace_s must cover it).
-      EpochLine line = epoch_line(m, spec.train.epochs, top_k, throughput, spec.data, communicator.rank());
-      if (checkpoint_seconds) {
-        line.text += fmt::format("; checkpoint saved in {:.2f}s", *checkpoint_seconds);
-        line.fields["checkpoint_s"] = *checkpoint_seconds;
-      }
-      log::info_with_fields(line.fields, line.text);
-      for (const char* record : {"metrics.jsonl", "metrics.csv", "steps.jsonl", "report.html"}) {
-        published(output_dir / record);
-      }
-    }
-    monitor.epoch_done(m);
-    result.last = m;
-    ++result.epochs_run;
-  }
-
-  const std::vector<std::string> bad_files = all_bad_files(*data.bad_files, communicator);
-  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
-  if (writer) {
-    // A resumed run that had nothing left to train reports the epoch its records end with.
-    if (!metrics->epochs().empty()) result.last = metrics->epochs().back();
-    const nlohmann::json record = run_record(facts, result.last, bad_files, seconds);
-    write_report(output_dir / "report.html",
-                 {record, metrics->steps(), metrics->epochs(), spec.train.epochs, top_k, true});
-    write_model(model, output_dir);
-    write_run_json(output_dir, record);
-    result.model_file = output_dir / "model.pt";
-    published(output_dir / "report.html");
-    published(result.model_file);
-    published(output_dir / "run.json");
-    spdlog::info("wrote {} and {}", result.model_file.string(), (output_dir / "run.json").string());
-  }
-  monitor.finished();
-  communicator.barrier();
-  return result;
+  return run.finish();
 }
 
 }  // namespace tp::train

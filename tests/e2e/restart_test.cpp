@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 
@@ -364,6 +365,48 @@ TEST_F(Restarts, AStopMidEpochResumesFromTwoRanksOnOne) {
 
 TEST_F(Restarts, AStopMidEpochResumesFromOneRankOnThree) {
   StopMidEpochAndResumeAt(dir_.path(), spec_arguments({}), 1, 3);
+}
+
+// Each epoch's train_loss in <output>/metrics.jsonl.
+std::vector<double> train_losses(const fs::path& output) {
+  std::vector<double> losses;
+  std::ifstream in(output / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) losses.push_back(nlohmann::json::parse(line).at("train_loss"));
+  return losses;
+}
+
+// A stop mid-epoch, then the same two pods again for one more epoch: every epoch's train_loss is the
+// uninterrupted run's, the interrupted epoch's (its totals before the stop went with the checkpoint) and the
+// next one's (which starts from nothing). A constant lr, so that the stopped run's longer train.epochs does
+// not change its steps.
+TEST_F(Restarts, AfterAStopMidEpochEveryEpochReportsTheLossOfAnUninterruptedRun) {
+  const std::string spec = spec_arguments({}) + " --set train.schedule=constant";
+  JobStart before(dir_ / "job", 2, 1);
+  const std::string stop = wait_for(shell_quote(before.log(0).string()), "epoch 1/") + "sleep 1\nkill -TERM -- -$pod1\n";
+  const auto stopped = before.run(spec + " --set train.epochs=1000", stop);
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(stopped[0].log, match, std::regex("stopped by a signal at epoch ([0-9]+) step [0-9]+ "
+                                                                   "\\(([0-9]+) of")))
+      << all_logs(stopped);
+  ASSERT_GT(std::stoi(match[2]), 0) << "the stop came mid-epoch\n" << all_logs(stopped);
+  const int epochs = std::stoi(match[1]) + 1;
+
+  JobStart after(dir_ / "job", 2, 1);
+  const auto resumed = after.run(spec + fmt::format(" --set train.epochs={}", epochs));
+  ASSERT_EQ(resumed[0].exit_code, 0) << all_logs(resumed);
+  JobStart reference(dir_ / "reference", 2, 1);
+  const auto straight = reference.run(spec + fmt::format(" --set train.epochs={}", epochs));
+  ASSERT_EQ(straight[0].exit_code, 0) << all_logs(straight);
+
+  const std::vector<double> expected = train_losses(reference.workdir(0) / "out");
+  const std::vector<double> reported = train_losses(after.workdir(0) / "out");
+  ASSERT_EQ(expected.size(), static_cast<std::size_t>(epochs));
+  ASSERT_EQ(reported.size(), expected.size());
+  for (std::size_t epoch = 0; epoch < expected.size(); ++epoch) {
+    // The ranks' totals are added in another order after a stop: equal up to rounding.
+    EXPECT_NEAR(reported[epoch], expected[epoch], 1e-9 * expected[epoch]) << "epoch " << epoch + 1;
+  }
+  EXPECT_EQ(largest_difference(reference.workdir(0) / "out/model.pt", after.workdir(0) / "out/model.pt"), 0.0);
 }
 
 // Two jobs into one local output at once: the second is refused, naming the first; once the first is
