@@ -35,6 +35,9 @@ python3 "$here/make_repo.py" "$commits" "$files" | git -C "$root/repos/bench.git
 git -C "$root/repos/bench.git" repack -adfq
 git -C "$root/repos/bench.git" symbolic-ref HEAD refs/heads/main
 sha="$(git -C "$root/repos/bench.git" rev-parse main~500)"
+# The same tree as a tar in memory: `tar -x` of it writes the files and nothing else, the floor of any checkout
+# on this file system.
+git -C "$root/repos/bench.git" archive "$sha" >"$root/tree.tar"
 
 cd "$root/tls"
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=bench CA" -keyout ca.key -out ca.crt 2>/dev/null
@@ -96,6 +99,8 @@ load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 for run in $(seq "$runs"); do
   timed "$root/git-fetch.txt" env GIT_SSL_CAINFO="$root/tls/ca.crt" git clone -q -n "$url" "$work/g$run"
   timed "$root/git-checkout.txt" git -C "$work/g$run" checkout -q "$sha"
+  mkdir -p "$work/t$run"
+  timed "$root/tar.txt" tar -xf "$root/tree.tar" -C "$work/t$run"
   "$bench" "$url" "$sha" "$work/cold$run" - "$root/tls/ca.crt" | cut -d' ' -f2- >>"$root/cold.txt"
   "$bench" "$url" "$sha" "$work/warm$run" "$root/cache" "$root/tls/ca.crt" | cut -d' ' -f2- >>"$root/warm.txt"
   echo "run $run: git $(tail -1 "$root/git-fetch.txt") + $(tail -1 "$root/git-checkout.txt")," \
@@ -124,6 +129,11 @@ for kind in cold warm; do
     "$(column 1 "$root/$kind.txt")" "$(column 2 "$root/$kind.txt")" "$(column 3 "$root/$kind.txt")" \
     "$(column 4 "$root/$kind.txt")" "$([ $kind = cold ] && echo "$cold_total" || echo "$warm_total")"
 done
+tar_wall=$(column 1 "$root/tar.txt")
+echo "| tar -x of the same tree (its files written, nothing else) | | | $tar_wall | $(column 2 "$root/tar.txt") | $tar_wall |"
 echo
 echo "git CLI / trainpoint cold: $(echo "scale=2; $git_total / $cold_total" | bc)x; cold / warm: $(echo "scale=1; $cold_total / $warm_total" | bc)x;" \
   "warm cache with the checkout already there: ${reuse}s"
+warm_fetch=$(column 1 "$root/warm.txt")
+echo "cold / (warm fetch + tar -x): $(echo "scale=1; $cold_total / ($warm_fetch + $tar_wall)" | bc)x, the most a warm checkout" \
+  "that writes its files could reach here"
