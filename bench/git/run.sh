@@ -130,10 +130,10 @@ for kind in cold warm; do
     "$(column 4 "$root/$kind.txt")" "$([ $kind = cold ] && echo "$cold_total" || echo "$warm_total")"
 done
 tar_wall=$(column 1 "$root/tar.txt")
-echo "| tar -x of the same tree (its files written, nothing else) | | | $tar_wall | $(column 2 "$root/tar.txt") | $tar_wall |"
+echo "| tar -x of the same tree, one thread (its files written, nothing else) | | | $tar_wall | $(column 2 "$root/tar.txt") | $tar_wall |"
 echo
 echo "git CLI / trainpoint cold: $(echo "scale=2; $git_total / $cold_total" | bc)x; cold / warm: $(echo "scale=1; $cold_total / $warm_total" | bc)x;" \
   "warm cache with the checkout already there: ${reuse}s"
 warm_fetch=$(column 1 "$root/warm.txt")
-echo "cold / (warm fetch + tar -x): $(echo "scale=1; $cold_total / ($warm_fetch + $tar_wall)" | bc)x, the most a warm checkout" \
-  "that writes its files could reach here"
+echo "cold / (warm fetch + tar -x): $(echo "scale=1; $cold_total / ($warm_fetch + $tar_wall)" | bc)x (a warm run that wrote its" \
+  "files as fast as one tar thread)"
