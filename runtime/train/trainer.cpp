@@ -164,6 +164,12 @@ struct EpochSteps {
   std::int64_t step_samples = 0;  // this rank's, in the current step
 };
 
+// The checkpoint a stop request saved, and how long it took.
+struct StopCheckpoint {
+  fs::path file;
+  double seconds = 0;
+};
+
 // One call of fit: the run set up, resumed, trained epoch by epoch and finished, on one rank. Every method
 // that communicates is called at the same point on every rank.
 class Fit {
@@ -194,8 +200,8 @@ class Fit {
   std::int64_t samples_done_after(const EpochSteps& epoch, std::size_t batches) const;
   void train_batch(EpochSteps& epoch, const data::Batch& batch, bool stepping);
   void take_step(EpochSteps& epoch);
-  // A stop request at this step: one checkpoint on every rank that keeps them; returns it and its save time.
-  std::pair<fs::path, double> save_stop_checkpoint(EpochSteps& epoch);
+  // A stop request at this step: one checkpoint on every rank that keeps them.
+  StopCheckpoint save_stop_checkpoint(EpochSteps& epoch);
   EpochMetrics measure(const TrainedEpoch& epoch);
   std::optional<double> save_epoch_checkpoint();
   void log_resumed() const;
@@ -473,7 +479,7 @@ void Fit::take_step(EpochSteps& epoch) {
                                 {"images_per_s", epoch.trained.throughput.samples / std::max(1e-9, epoch_seconds)},
                                 {"rank", communicator_.rank()}});
   }
-  std::optional<std::pair<fs::path, double>> stop_checkpoint;  // saved because a rank was asked to stop
+  std::optional<StopCheckpoint> stop_checkpoint;  // saved because a rank was asked to stop
   if (agreed.stop) stop_checkpoint = save_stop_checkpoint(epoch);
 
   StepRecord record(position_.step, epoch.trained.lr, 0);  // its loss is filled in once read
@@ -493,11 +499,11 @@ void Fit::take_step(EpochSteps& epoch) {
     communicator_.barrier();
     fail(ExitCode::interrupted, "stopped by a signal at epoch {} step {} ({} of the epoch's {} samples trained); "
          "checkpoint {} saved in {:.2f}s: a restart resumes there", epoch.trained.index + 1, position_.step,
-         position_.samples_done, samples_.in_epoch(), stop_checkpoint->first.string(), stop_checkpoint->second);
+         position_.samples_done, samples_.in_epoch(), stop_checkpoint->file.string(), stop_checkpoint->seconds);
   }
 }
 
-std::pair<fs::path, double> Fit::save_stop_checkpoint(EpochSteps& epoch) {
+StopCheckpoint Fit::save_stop_checkpoint(EpochSteps& epoch) {
   // The epoch's totals so far go with it.
   position_.samples_done = samples_done_after(epoch, epoch.loader.position());
   const Totals so_far = summed_over_ranks(epoch.trained.totals, communicator_);
