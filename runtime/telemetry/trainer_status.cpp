@@ -1,6 +1,5 @@
 #include "telemetry/trainer_status.h"
 
-#include <curl/curl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -12,7 +11,9 @@
 #include <sstream>
 #include <thread>
 
+#include "common/error.h"
 #include "common/time.h"
+#include "http/transfer.h"
 
 namespace tp::telemetry {
 namespace {
@@ -25,11 +26,6 @@ constexpr const char* kTokenVariable = "KUBEFLOW_TRAINER_SERVER_TOKEN";
 // The API's limits: 256 metrics, names and values of 1 to 64 characters.
 constexpr std::size_t kMaxMetrics = 256;
 constexpr std::size_t kMaxText = 64;
-
-size_t collect_body(char* data, size_t size, size_t count, void* body) {
-  static_cast<std::string*>(body)->append(data, size * count);
-  return size * count;
-}
 
 // The token file's contents without surrounding whitespace; empty when it cannot be read.
 std::string read_token(const std::filesystem::path& file) {
@@ -46,40 +42,31 @@ std::string read_token(const std::filesystem::path& file) {
 std::optional<std::string> post(const TrainerStatusEndpoint& endpoint, const std::string& body) {
   const std::string token = read_token(endpoint.token_file);
   if (token.empty()) return fmt::format("cannot read the token file {}", endpoint.token_file.string());
-  static std::once_flag global_init;
-  std::call_once(global_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-  CURL* curl = curl_easy_init();
-  if (curl == nullptr) return std::string("curl_easy_init failed");
-  const std::string authorization = "Authorization: Bearer " + token;
-  curl_slist* headers = curl_slist_append(nullptr, authorization.c_str());
-  headers = curl_slist_append(headers, "Content-Type: application/json");
-  std::string response;
-  char error[CURL_ERROR_SIZE] = "";
-  curl_easy_setopt(curl, CURLOPT_URL, endpoint.url.c_str());
-  curl_easy_setopt(curl, CURLOPT_CAINFO, endpoint.ca_cert.c_str());
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect_body);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
-  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 5L);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "https");
-  const CURLcode code = curl_easy_perform(curl);
-  long status = 0;
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  curl_slist_free_all(headers);
-  curl_easy_cleanup(curl);
-  if (code != CURLE_OK) return fmt::format("{}", error[0] != '\0' ? error : curl_easy_strerror(code));
-  if (status / 100 == 2) return std::nullopt;
+  if (endpoint.url.rfind("https://", 0) != 0) return fmt::format("{} is not an https:// URL", kUrlVariable);
+  http::Settings settings;
+  settings.ca_bundle = endpoint.ca_cert.string();
+  settings.connect_timeout = std::chrono::seconds(5);
+  settings.stall_timeout = std::chrono::seconds(10);
+  http::Request request;
+  request.method = "POST";
+  request.url = endpoint.url;
+  request.headers = {{"Authorization", "Bearer " + token}, {"Content-Type", "application/json"}};
+  request.body = http::text_body(body);
+  request.body_size = body.size();
+  http::Response response;
+  try {
+    response = http::Handle(settings).perform(request);
+  } catch (const Error& error) {  // libcurl could not start: this thread must not end the process
+    return error.what();
+  }
+  if (response.transport != http::Transport::ok) return response.transport_error;
+  if (response.status / 100 == 2) return std::nullopt;
   // The server answers errors with a Kubernetes Status, whose message says why.
-  const auto json = nlohmann::json::parse(response, nullptr, false);
+  const auto json = nlohmann::json::parse(response.body, nullptr, false);
   const std::string message = json.is_object() && json.contains("message") && json["message"].is_string()
                                   ? json["message"].get<std::string>()
-                                  : response.substr(0, 200);
-  return fmt::format("HTTP {}: {}", status, message);
+                                  : response.body.substr(0, 200);
+  return fmt::format("HTTP {}: {}", response.status, message);
 }
 
 }  // namespace
