@@ -14,24 +14,9 @@ build="$(cd "${1:?usage: cpu.sh BUILD_DIR [RUNS]}" && pwd)"
 runs="${2:-5}"
 set_name="${3:-large}"
 trainpoint="$build/bench/s3/tp_s3_bench"
-work="$(mktemp -d /tmp/tp-s3-cpu.XXXXXX)"
-server_pid=""
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
-  if mountpoint -q "$work/mnt"; then umount "$work/mnt"; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$work/mnt" "$work/server"
-mount -t tmpfs -o size=3g tp-s3-cpu "$work/mnt"  # as bench/s3/run.sh: no file system's slowness measured
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-NODE_OPTIONS=--openssl-legacy-provider "$root/.deps/npm/node_modules/.bin/s3rver" -d "$work/server" -a 127.0.0.1 \
-  -p "$port" --configure-bucket bench --silent >"$work/s3rver.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
-node_pid=$(pgrep -f "s3rver -d $work/server" | tail -1)
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_DEFAULT_REGION=us-east-1
-export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
+# shellcheck source=bench/s3/s3rver.sh
+source "$root/bench/s3/s3rver.sh"
+start_s3rver "$root" tp-s3-cpu
 curl_signed=(curl -sS --fail --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER
   -H x-amz-content-sha256:UNSIGNED-PAYLOAD)
 mkdir -p "$work/source"
@@ -55,7 +40,7 @@ else
 fi
 rm -rf "$work/source"
 
-server_cpu() { awk '{print ($14 + $15) / 100}' "/proc/$node_pid/stat"; }
+server_cpu() { awk '{print ($14 + $15) / 100}' "/proc/$server_node_pid/stat"; }
 median() { sort -g | awk '{t[NR]=$1} END {print t[int((NR+1)/2)]}'; }
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 for run in $(seq "$runs"); do

@@ -9,35 +9,15 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="$(cd "${1:?usage: run.sh BUILD_DIR [RUNS]}" && pwd)"
 runs="${2:-3}"
 trainpoint="$build/bench/s3/tp_s3_bench"
-s3rver="$root/.deps/npm/node_modules/.bin/s3rver"
 small_count=2000
 small_kib=100
 parallelism=32
 
-work="$(mktemp -d /tmp/tp-s3-bench.XXXXXX)"
-server_pid=""
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
-  if mountpoint -q "$work/mnt"; then umount "$work/mnt"; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-# The tools write into a tmpfs (as root): on this machine's ext4, creating files right after a mass delete is
-# several times slower (docs/benchmarks.md, "Git"), and writeback of earlier runs would be timed too.
-mkdir -p "$work/mnt"
-mount -t tmpfs -o size=3g tp-s3-bench "$work/mnt" 2>/dev/null || echo "# no tmpfs: writing to $work" >&2
+# shellcheck source=bench/s3/s3rver.sh
+source "$root/bench/s3/s3rver.sh"
+start_s3rver "$root" tp-s3-bench
 dest="$work/mnt/dest"
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-endpoint="http://127.0.0.1:$port"
-mkdir -p "$work/server"
-NODE_OPTIONS=--openssl-legacy-provider "$s3rver" -d "$work/server" -a 127.0.0.1 -p "$port" \
-  --configure-bucket bench --silent >"$work/s3rver.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
-
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_DEFAULT_REGION=us-east-1
-export AWS_ENDPOINT_URL="$endpoint"
 rclone_remote=(--config /dev/null --s3-provider Other --s3-endpoint "$endpoint" --s3-access-key-id S3RVER
   --s3-secret-access-key S3RVER --s3-region us-east-1)
 
