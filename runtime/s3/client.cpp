@@ -609,7 +609,8 @@ void Client::download_range(http::Handle& handle, const std::string& bucket, con
   });
 }
 
-std::vector<ObjectInfo> Client::upload(const std::string& bucket, const std::vector<UploadItem>& items) {
+std::vector<ObjectInfo> Client::upload(const std::string& bucket, const std::vector<UploadItem>& items,
+                                       const SentCallback& on_sent) {
   struct Multipart {
     const UploadItem* item;
     std::uint64_t size;
@@ -676,6 +677,12 @@ std::vector<ObjectInfo> Client::upload(const std::string& bucket, const std::vec
     }
   };
 
+  std::mutex sent_mutex;
+  auto report = [&](std::uint64_t bytes, bool object_complete) {
+    if (!on_sent) return;
+    std::lock_guard<std::mutex> lock(sent_mutex);
+    on_sent(bytes, object_complete);
+  };
   try {
     run_parallel(tasks.size(), [&](http::Handle& handle, std::size_t index) {
       const Task& task = tasks[index];
@@ -683,12 +690,14 @@ std::vector<ObjectInfo> Client::upload(const std::string& bucket, const std::vec
         const UploadItem& item = *task.single;
         stored[static_cast<std::size_t>(&item - items.data())] = ObjectInfo{
             item.key, task.size, put(handle, bucket, item.key, item.source, 0, task.size, std::nullopt)};
+        report(task.size, true);
         return;
       }
       Multipart& multipart = *task.multipart;
       multipart.part_etags[static_cast<std::size_t>(task.part_number - 1)].second =
           put(handle, bucket, multipart.item->key, multipart.item->source, task.begin, task.size,
               UploadPart{multipart.upload_id, task.part_number});
+      report(task.size, false);
     });
     for (auto& multipart : multiparts) {
       const std::string what = describe("CompleteMultipartUpload", bucket, multipart->item->key);
@@ -714,6 +723,7 @@ std::vector<ObjectInfo> Client::upload(const std::string& bucket, const std::vec
       });
       stored[static_cast<std::size_t>(multipart->item - items.data())] =
           ObjectInfo{multipart->item->key, multipart->size, etag};
+      report(0, true);
     }
   } catch (...) {
     abort_all();

@@ -73,7 +73,10 @@ class Client {
   void download(const std::string& bucket, const std::vector<DownloadItem>& items,
                 const std::function<void(const DownloadItem&)>& on_done = {});
   // Uploads files (multipart above the threshold, parts in parallel) and returns what S3 stored.
-  std::vector<ObjectInfo> upload(const std::string& bucket, const std::vector<UploadItem>& items);
+  // `on_sent` runs, serialized, for each object or part stored: its bytes, and whether its object is complete.
+  using SentCallback = std::function<void(std::uint64_t bytes, bool object_complete)>;
+  std::vector<ObjectInfo> upload(const std::string& bucket, const std::vector<UploadItem>& items,
+                                 const SentCallback& on_sent = {});
 
  private:
   struct Target {

@@ -1,6 +1,9 @@
 #include "s3/command.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -20,7 +23,7 @@ namespace fs = std::filesystem;
 
 constexpr char kUsage[] =
     "usage: trainpoint s3 ls s3://bucket[/prefix] [--recursive]\n"
-    "       trainpoint s3 cp SOURCE DESTINATION [--recursive]   (one side s3://, the other local)\n"
+    "       trainpoint s3 cp SOURCE DESTINATION [--recursive] [--verbose]   (one side s3://, the other local)\n"
     "       trainpoint s3 sync SOURCE DESTINATION                (s3:// prefix <-> local directory)\n"
     "options: --endpoint URL --region NAME --credentials FILE --tenant NAME --ca-bundle FILE\n"
     "         --parallelism N --part-size-mib N";
@@ -29,6 +32,8 @@ constexpr char kUsage[] =
 constexpr char kOptions[] =
     "\noptions:\n"
     "  -r, --recursive      ls: every key under the prefix; cp: a whole directory or prefix (verified; same files skipped)\n"
+    "  -v, --verbose        cp, sync: a line per file uploaded (by default a progress line on a terminal, then a\n"
+    "                       summary: files, bytes, seconds)\n"
     "  --endpoint URL       the S3 endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, S3_ENDPOINT_URL,\n"
     "                       MINIO_URL, else AWS)\n"
     "  --region NAME        the signing region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's, else us-east-1)\n"
@@ -43,6 +48,7 @@ struct Arguments {
   std::string verb;
   std::vector<std::string> positional;
   bool recursive = false;
+  bool verbose = false;
   ConnectionOptions connection;
   TransferSettings transfer;
 };
@@ -62,6 +68,8 @@ Arguments parse(const std::vector<std::string>& args) {
     const std::string& word = args[i];
     if (word == "--recursive" || word == "-r") {
       parsed.recursive = true;
+    } else if (word == "--verbose" || word == "-v") {
+      parsed.verbose = true;
     } else if (string_options.count(word) != 0 || word == "--parallelism" || word == "--part-size-mib") {
       if (i + 1 >= args.size()) fail(ExitCode::usage, "{} needs a value\n{}", word, kUsage);
       const std::string& value = args[++i];
@@ -102,12 +110,65 @@ int list_command(const Arguments& arguments) {
   return 0;
 }
 
-// Uploads `items`, printing one line per file as the AWS CLI does.
-void upload_files(Client& client, const std::string& bucket, const std::vector<UploadItem>& items) {
-  const std::vector<ObjectInfo> stored = client.upload(bucket, items);
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    std::printf("upload: %s -> s3://%s/%s\n", items[i].source.c_str(), bucket.c_str(), stored[i].key.c_str());
+// What an upload prints: with `verbose`, a line per file as the AWS CLI does; on a terminal, one progress
+// line rewritten in place; then a summary (files, bytes, seconds) in every case.
+class UploadReport {
+ public:
+  UploadReport(const std::vector<UploadItem>& items, bool verbose)
+      : verbose_(verbose), on_terminal_(isatty(STDOUT_FILENO) != 0), files_(items.size()) {
+    for (const auto& item : items) {
+      std::error_code error;
+      total_bytes_ += fs::file_size(item.source, error);
+    }
   }
+
+  // Client::upload's callback (serialized by it).
+  void sent(std::uint64_t bytes, bool object_complete) {
+    bytes_ += bytes;
+    if (object_complete) ++files_done_;
+    if (!on_terminal_ || verbose_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (files_done_ != files_ && now - last_shown_ < std::chrono::milliseconds(100)) return;
+    last_shown_ = now;
+    std::printf("\rupload: %zu/%zu files, %s of %s", files_done_, files_, mebibytes(bytes_).c_str(),
+                mebibytes(total_bytes_).c_str());
+    std::fflush(stdout);
+  }
+
+  void finish(const std::string& bucket, const std::vector<UploadItem>& items,
+              const std::vector<ObjectInfo>& stored) const {
+    if (verbose_) {
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        std::printf("upload: %s -> s3://%s/%s\n", items[i].source.c_str(), bucket.c_str(), stored[i].key.c_str());
+      }
+    } else if (on_terminal_ && files_ > 0) {
+      std::printf("\n");
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    std::printf("uploaded %zu files, %s, in %.1f s to s3://%s\n", files_, mebibytes(bytes_).c_str(), seconds,
+                bucket.c_str());
+  }
+
+ private:
+  static std::string mebibytes(std::uint64_t bytes) {
+    return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+  }
+
+  const bool verbose_;
+  const bool on_terminal_;
+  const std::size_t files_;
+  std::uint64_t total_bytes_ = 0;
+  std::uint64_t bytes_ = 0;
+  std::size_t files_done_ = 0;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_shown_;
+};
+
+void upload_files(Client& client, const std::string& bucket, const std::vector<UploadItem>& items, bool verbose) {
+  UploadReport report(items, verbose);
+  const std::vector<ObjectInfo> stored =
+      client.upload(bucket, items, [&](std::uint64_t bytes, bool complete) { report.sent(bytes, complete); });
+  report.finish(bucket, items, stored);
 }
 
 StageRequest stage_request(const Arguments& arguments, const std::string& source,
@@ -132,7 +193,7 @@ int copy_command(const Arguments& arguments) {
     if (fs::is_directory(source) && !arguments.recursive) {
       fail(ExitCode::usage, "{} is a directory: add --recursive", source);
     }
-    upload_files(client, parse_s3_url(destination).bucket, upload_plan(source, destination));
+    upload_files(client, parse_s3_url(destination).bucket, upload_plan(source, destination), arguments.verbose);
     return 0;
   }
   if (arguments.recursive) {
@@ -185,8 +246,8 @@ int sync_command(const Arguments& arguments) {
       items.push_back({entry.path(), key});
     }
   }
-  upload_files(client, url.bucket, items);
-  std::printf("uploaded %zu files, %zu unchanged\n", items.size(), unchanged);
+  upload_files(client, url.bucket, items, arguments.verbose);
+  std::printf("%zu files unchanged\n", unchanged);
   return 0;
 }
 

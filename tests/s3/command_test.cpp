@@ -3,10 +3,14 @@
 
 #include <algorithm>
 #include <fstream>
+#include <regex>
+
+#include <fmt/format.h>
 
 #include "common/error.h"
 #include "s3/command.h"
 #include "s3_server.h"
+#include "support/process.h"
 
 namespace tp::s3 {
 namespace {
@@ -53,8 +57,9 @@ class CommandTest : public ::testing::Test {
 TEST_F(CommandTest, CopyListAndSyncBothWays) {
   testing::write_text(scratch_ / "up/a.txt", "alpha");
   testing::write_text(scratch_ / "up/sub/b.txt", "beta");
-  const std::string uploaded = run({"cp", "--recursive", (scratch_ / "up").string(), "s3://test-bucket/tree/"});
-  // Each line names the file it sent, not the directory.
+  const std::string uploaded =
+      run({"cp", "--recursive", "--verbose", (scratch_ / "up").string(), "s3://test-bucket/tree/"});
+  // With --verbose, each line names the file it sent, not the directory.
   EXPECT_NE(uploaded.find("upload: " + (scratch_ / "up/sub/b.txt").string() + " -> s3://test-bucket/tree/sub/b.txt"),
             std::string::npos)
       << uploaded;
@@ -84,13 +89,35 @@ TEST_F(CommandTest, CopyListAndSyncBothWays) {
   EXPECT_EQ(read_all(scratch_ / "down/a.txt"), "alpha");
 
   testing::write_text(scratch_ / "up/a.txt", "ALPHA");  // same size, other content: found by MD5
-  const std::string synced = run({"sync", (scratch_ / "up").string(), "s3://test-bucket/tree"});
+  const std::string synced = run({"sync", "-v", (scratch_ / "up").string(), "s3://test-bucket/tree"});
   EXPECT_NE(synced.find("uploaded 1 files"), std::string::npos) << synced;
+  EXPECT_NE(synced.find("1 files unchanged"), std::string::npos) << synced;
   EXPECT_NE(synced.find("upload: " + (scratch_ / "up/a.txt").string() + " -> s3://test-bucket/tree/a.txt"),
             std::string::npos)
       << synced;
   run({"cp", "s3://test-bucket/tree/a.txt", (scratch_ / "a-again.txt").string()});
   EXPECT_EQ(read_all(scratch_ / "a-again.txt"), "ALPHA");
+}
+
+// Without --verbose a copy prints one summary (files, bytes, seconds), not a line per file; on a terminal, a
+// progress line rewritten in place comes before it.
+TEST_F(CommandTest, CopyPrintsASummaryAndAProgressLineOnATerminal) {
+  for (int i = 0; i < 30; ++i) testing::write_text(scratch_ / "up" / fmt::format("{:02}.txt", i), "0123456789");
+  const std::string summary = run({"cp", "--recursive", (scratch_ / "up").string(), "s3://test-bucket/quiet/"});
+  EXPECT_EQ(summary.find("upload:"), std::string::npos) << summary;
+  EXPECT_TRUE(std::regex_search(summary, std::regex(R"(^uploaded 30 files, 0\.0 MiB, in [0-9.]+ s to s3://test-bucket\n$)")))
+      << summary;
+
+  // script(1) gives the command a pseudo-terminal, as a user's shell would.
+  const std::string copy = "AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER " + testing::trainpoint_binary() +
+                           " s3 cp --recursive --endpoint " + server_.endpoint() + " " + (scratch_ / "up").string() +
+                           " s3://test-bucket/shown/";
+  const auto on_terminal = testing::run_command("script -qec " + testing::shell_quote(copy) + " /dev/null");
+  ASSERT_EQ(on_terminal.exit_code, 0) << on_terminal.output;
+  EXPECT_NE(on_terminal.output.find("\rupload: 30/30 files, 0.0 MiB of 0.0 MiB"), std::string::npos)
+      << on_terminal.output;
+  EXPECT_NE(on_terminal.output.find("uploaded 30 files"), std::string::npos) << on_terminal.output;
+  EXPECT_EQ(on_terminal.output.find("upload: /"), std::string::npos) << on_terminal.output;
 }
 
 TEST_F(CommandTest, BadArgumentsAreUsageErrors) {
