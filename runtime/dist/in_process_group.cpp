@@ -118,35 +118,47 @@ class InProcessRank final : public Communicator {
     group_->arrive(rank_, nullptr);  // the root's tensors are copied before it changes them
   }
 
-  void barrier() override { begin({"barrier"}); }
+  void barrier() override {
+    begin({"barrier"});
+    group_->arrive(rank_, nullptr);  // every rank has compared the contributions before one posts its next
+  }
 
  private:
-  // Posts this rank's contribution, waits for every rank's, and checks that they match (every rank checks
-  // the same, so all throw alike).
+  // Posts this rank's contribution, waits for every rank's, and checks that they match. Every rank finds the
+  // same mismatch, so all throw alike, but only after every rank has finished reading the others' tensors:
+  // a rank that threw at once would free its tensors under a rank still comparing them.
   void begin(Contribution mine) {
     group_->arrive(rank_, &mine);
+    const std::string mismatch = find_mismatch();
+    if (mismatch.empty()) return;
+    group_->arrive(rank_, nullptr);
+    fail(ExitCode::internal, "rank {}: {}", rank_, mismatch);
+  }
+
+  // What differs between rank 0's contribution and another rank's, or nothing.
+  std::string find_mismatch() const {
     const Contribution& first = group_->contribution(0);
     for (int r = 1; r < world_size(); ++r) {
       const Contribution& other = group_->contribution(r);
       if (std::string(other.operation) != first.operation || other.root != first.root) {
-        fail(ExitCode::internal, "rank {}: mismatched collectives: rank 0 called {} (root {}), rank {} {} (root {})",
-             rank_, first.operation, first.root, r, other.operation, other.root);
+        return fmt::format("mismatched collectives: rank 0 called {} (root {}), rank {} {} (root {})",
+                           first.operation, first.root, r, other.operation, other.root);
       }
       if (first.tensors == nullptr) continue;
       if (other.tensors->size() != first.tensors->size()) {
-        fail(ExitCode::internal, "rank {}: {}: rank 0 passed {} tensor(s), rank {} {}", rank_, first.operation,
-             first.tensors->size(), r, other.tensors->size());
+        return fmt::format("{}: rank 0 passed {} tensor(s), rank {} {}", first.operation, first.tensors->size(), r,
+                           other.tensors->size());
       }
       for (std::size_t i = 0; i < first.tensors->size(); ++i) {
         const at::Tensor& a = (*first.tensors)[i];
         const at::Tensor& b = (*other.tensors)[i];
         if (!a.sizes().equals(b.sizes()) || a.scalar_type() != b.scalar_type()) {
-          fail(ExitCode::internal, "rank {}: {}: tensor {} is {} [{}] on rank 0 but {} [{}] on rank {}", rank_,
-               first.operation, i, a.toString(), fmt::join(a.sizes(), ", "), b.toString(), fmt::join(b.sizes(), ", "),
-               r);
+          return fmt::format("{}: tensor {} is {} [{}] on rank 0 but {} [{}] on rank {}", first.operation, i,
+                             a.toString(), fmt::join(a.sizes(), ", "), b.toString(), fmt::join(b.sizes(), ", "), r);
         }
       }
     }
+    return {};
   }
 
   std::shared_ptr<Group> group_;
