@@ -2,6 +2,9 @@
 
 #include <curl/curl.h>
 #include <torch/torch.h>
+#if TRAINPOINT_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include <cstdio>
 #include <cstdlib>
@@ -374,11 +377,29 @@ int render_job(const cli::Options& options) {
   return 0;
 }
 
+// A CUDA build names the CUDA runtime it loaded and the GPUs it sees (a CUDA LibTorch runs on a machine
+// without one, on the CPU); a CPU build says it has no CUDA.
+std::string cuda_description() {
+#if TRAINPOINT_WITH_CUDA
+  int runtime = 0;
+  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) {
+    return "runtime version unknown (cudaRuntimeGetVersion failed)";
+  }
+  const std::string gpus = torch::cuda::is_available()
+                               ? fmt::format("{} GPU(s) visible", torch::cuda::device_count())
+                               : "no GPU visible";
+  return fmt::format("{}.{}, {}", runtime / 1000, runtime % 1000 / 10, gpus);
+#else
+  return "not built (CPU-only LibTorch)";
+#endif
+}
+
 int version() {
+  const std::string nccl = dist::nccl_version();
   std::cout << "trainpoint " << TRAINPOINT_VERSION << "\n"
             << "libtorch " << TORCH_VERSION << "\n"
-            << "cuda " << (torch::cuda::is_available() ? "available" : "not available") << "\n"
-            << "nccl " << (TRAINPOINT_HAS_NCCL ? "built in" : "not built") << "\n"
+            << "cuda " << cuda_description() << "\n"
+            << "nccl " << (nccl.empty() ? "not built" : nccl) << "\n"
             << "libgit2 " << git::libgit2_version() << "\n"
             << "curl " << curl_version_info(CURLVERSION_NOW)->version << "\n";
   return 0;

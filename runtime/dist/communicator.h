@@ -93,4 +93,7 @@ struct ProcessGroupOptions {
 // do not block the host; a later synchronisation with the GPU does).
 std::unique_ptr<Communicator> connect(const ProcessGroupOptions& options);
 
+// The version of the NCCL library this process loaded ("2.28.9"), or "" in a build without NCCL.
+std::string nccl_version();
+
 }  // namespace tp::dist

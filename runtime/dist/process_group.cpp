@@ -603,4 +603,12 @@ std::unique_ptr<Communicator> connect(const ProcessGroupOptions& options) {
   return std::make_unique<ProcessGroupCommunicator>(options);
 }
 
+std::string nccl_version() {
+#ifdef TRAINPOINT_WITH_CUDA
+  return c10d::getNcclVersion();
+#else
+  return "";
+#endif
+}
+
 }  // namespace tp::dist

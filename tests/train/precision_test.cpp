@@ -2,7 +2,8 @@
 // against torch.cuda.amp.GradScaler's documented rules: the scale starts at 2^16 (init_scale); a step whose
 // gradients hold an inf or a NaN is skipped and the scale halved (backoff_factor 0.5); after 2000 steps in a
 // row without one (growth_interval) the scale doubles (growth_factor 2). On LibTorch 2.3 and later, also step
-// for step against PyTorch's own GradScaler, which runs on the CPU there (torch.amp.GradScaler("cpu")).
+// for step against PyTorch's own GradScaler of the same version, which runs on the CPU there
+// (torch.amp.GradScaler("cpu")), in the Python tests/train/CMakeLists.txt names (TP_TORCH_PYTHON).
 #include "train/precision.h"
 
 #include <gtest/gtest.h>
@@ -89,7 +90,7 @@ TEST(LossScaler, StepForStepAsPyTorchsGradScaler) {
              "    scaler.update()\n"
              "    print(step, int(torch.equal(before, p.detach())), int(scaler.get_scale()))\n";
   testing::write_text(dir / "grad_scaler.py", program.str());
-  const std::string expected = testing::run_checked("/usr/bin/python3 " + (dir / "grad_scaler.py").string());
+  const std::string expected = testing::run_checked(TP_TORCH_PYTHON " " + (dir / "grad_scaler.py").string());
 
   LossScaler scaler;
   const torch::Tensor p = parameter();
