@@ -250,6 +250,18 @@ def grep_secrets(secrets_file, paths):
     sys.exit(1 if hits else 0)
 
 
+def assume_role(endpoint, access_key, secret_key):
+    """Temporary credentials from the S3 server's STS (MinIO's AssumeRole): key, secret, token on one line."""
+    import botocore.session
+
+    sts = botocore.session.get_session().create_client(
+        "sts", endpoint_url=endpoint, region_name="us-east-1",
+        aws_access_key_id=access_key, aws_secret_access_key=secret_key)
+    answer = sts.assume_role(RoleArn="arn:aws:iam::000000000000:role/fault", RoleSessionName="fault",
+                             DurationSeconds=3600)["Credentials"]
+    print(answer["AccessKeyId"], answer["SecretAccessKey"], answer["SessionToken"])
+
+
 if __name__ == "__main__":
     command, args = sys.argv[1], sys.argv[2:]
     if command == "free-port":
@@ -264,6 +276,8 @@ if __name__ == "__main__":
         cut_proxy(int(args[0]), int(args[1]), int(args[2]), args[3])
     elif command == "git-http":
         git_http(int(args[0]), *args[1:])
+    elif command == "assume-role":
+        assume_role(*args)
     elif command == "grep-secrets":
         grep_secrets(args[0], args[1:])
     else:

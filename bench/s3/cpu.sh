@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Where the CPU of bench/s3/run.sh's downloads goes (not a test): s3rver on loopback serves one 1 GiB object
+# Where the CPU of bench/s3/run.sh's downloads goes (not a test): MinIO on loopback serves one 1 GiB object
 # (large) or 2,000 objects of 100 KiB (small) to trainpoint (tp_s3_bench cp as run.sh runs it: every object's
-# MD5 checked against its ETag) and to curl (one stream, or 32 in parallel; nothing verified), alternating.
-# Each run prints the wall time, the client's CPU seconds (user + system) and the server's (its Node process,
+# CRC64NVME checked) and to curl (one stream, or 32 in parallel; nothing verified), alternating.
+# Each run prints the wall time, the client's CPU seconds (user + system) and the server's (MinIO's process,
 # from /proc); then the medians. On a machine whose cores the server shares, (client + server CPU) / cores
 # bounds the wall time from below.
 #
@@ -14,10 +14,10 @@ build="$(cd "${1:?usage: cpu.sh BUILD_DIR [RUNS]}" && pwd)"
 runs="${2:-5}"
 set_name="${3:-large}"
 trainpoint="$build/bench/s3/tp_s3_bench"
-# shellcheck source=bench/s3/s3rver.sh
-source "$root/bench/s3/s3rver.sh"
-start_s3rver "$root" tp-s3-cpu
-curl_signed=(curl -sS --fail --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER
+# shellcheck source=bench/s3/server.sh
+source "$root/bench/s3/server.sh"
+start_bench_server "$root" tp-s3-cpu
+curl_signed=(curl -sS --fail --aws-sigv4 "aws:amz:us-east-1:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY"
   -H x-amz-content-sha256:UNSIGNED-PAYLOAD)
 mkdir -p "$work/source"
 if [ "$set_name" = large ]; then
@@ -32,15 +32,15 @@ else
     printf 'url = "%s/bench/small/img%d.bin"\noutput = "%s/img%d.bin"\n' "$AWS_ENDPOINT_URL" "$i" "$work/mnt/out" "$i"
   done >"$work/small.curl"
   sed 's|^output = .*|output = "/dev/null"|' "$work/small.curl" >"$work/warm.curl"
-  "${curl_signed[@]}" -Z --parallel-max 32 -K "$work/warm.curl" >/dev/null  # a fresh s3rver is slower at first
+  "${curl_signed[@]}" -Z --parallel-max 32 -K "$work/warm.curl" >/dev/null  # warm the server's caches
   trainpoint_command=("$trainpoint" cp --recursive --parallelism 32 s3://bench/small/ "$work/mnt/out")
   curl_command=("${curl_signed[@]}" -Z --parallel-max 32 -K "$work/small.curl")
-  # What trainpoint does that the curl ceiling does not: list the prefix (s3rver reads every object's metadata).
+  # What trainpoint does that the curl ceiling does not: list the prefix.
   listing_command=("$trainpoint" ls --recursive s3://bench/small/)
 fi
 rm -rf "$work/source"
 
-server_cpu() { awk '{print ($14 + $15) / 100}' "/proc/$server_node_pid/stat"; }
+server_cpu() { awk '{print ($14 + $15) / 100}' "/proc/$server_pid/stat"; }
 median() { sort -g | awk '{t[NR]=$1} END {print t[int((NR+1)/2)]}'; }
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 for run in $(seq "$runs"); do
@@ -63,7 +63,7 @@ for run in $(seq "$runs"); do
   done
 done
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "$([ "$set_name" = large ] && echo "1 GiB" || echo "2,000 x 100 KiB") from s3rver on loopback, $(nproc) cores; medians of $runs runs; load average $load_start at the start, $load_end at the end"
+echo "$([ "$set_name" = large ] && echo "1 GiB" || echo "2,000 x 100 KiB") from MinIO on loopback, $(nproc) cores; medians of $runs runs; load average $load_start at the start, $load_end at the end"
 echo
 echo "| tool | wall s | client CPU s | server CPU s | (client + server CPU) / $(nproc) cores, s |"
 echo "|---|---:|---:|---:|---:|"

@@ -6,6 +6,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <crcutil/generic_crc.h>
+
 #include <array>
 #include <stdexcept>
 #include <vector>
@@ -15,18 +17,29 @@
 namespace tp::s3 {
 namespace {
 
-// CRC-32C (Castagnoli), reflected, as S3's x-amz-checksum-crc32c; zlib only has plain CRC-32.
-const std::array<std::uint32_t, 256>& crc32c_table() {
-  static const auto table = [] {
-    std::array<std::uint32_t, 256> entries{};
-    for (std::uint32_t i = 0; i < 256; ++i) {
-      std::uint32_t crc = i;
-      for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u)));
-      entries[i] = crc;
-    }
-    return entries;
-  }();
+// S3's CRC checksums, from Google's crcutil: CRC-64/NVME (x-amz-checksum-crc64nvme) and CRC-32C
+// (x-amz-checksum-crc32c). crcutil takes the polynomials reflected; "canonical" means initial and final
+// values of all ones, so a start value of 0 is the CRC of nothing and a CRC so far continues it.
+using CrcTable = crcutil::GenericCrc<crcutil::uint64, crcutil::uint64, crcutil::uint64, 4>;
+const CrcTable& crc64nvme_table() {
+  static const CrcTable table(0x9A6C9329AC4BC9B5ull, 64, true);  // 0xAD93D23594C93659 reflected
   return table;
+}
+const CrcTable& crc32c_table() {
+  static const CrcTable table(0x82F63B78ull, 32, true);  // 0x1EDC6F41 reflected
+  return table;
+}
+
+std::uint64_t from_big_endian(std::string_view bytes) {
+  std::uint64_t value = 0;
+  for (unsigned char byte : bytes) value = (value << 8) | byte;
+  return value;
+}
+
+std::string big_endian64(std::uint64_t value) {
+  std::string bytes(8, '\0');
+  for (int i = 7; i >= 0; --i, value >>= 8) bytes[static_cast<std::size_t>(i)] = static_cast<char>(value);
+  return bytes;
 }
 
 std::string big_endian(std::uint32_t value) {
@@ -52,7 +65,7 @@ const EVP_MD* evp_for(Digest::Algorithm algorithm) {
 struct Digest::State {
   Algorithm algorithm;
   EVP_MD_CTX* context = nullptr;
-  std::uint32_t crc = 0;
+  std::uint64_t crc = 0;
 };
 
 Digest::Digest(Algorithm algorithm) : state_(std::make_unique<State>()) {
@@ -62,8 +75,6 @@ Digest::Digest(Algorithm algorithm) : state_(std::make_unique<State>()) {
     if (state_->context == nullptr || EVP_DigestInit_ex(state_->context, md, nullptr) != 1) {
       throw std::runtime_error("OpenSSL digest initialisation failed");
     }
-  } else if (algorithm == Algorithm::crc32c) {
-    state_->crc = 0xFFFFFFFFu;
   }
 }
 
@@ -79,18 +90,17 @@ void Digest::update(const void* data, std::size_t size) {
     case Algorithm::crc32:
       while (size > 0) {  // zlib takes a uInt length
         const uInt chunk = static_cast<uInt>(std::min<std::size_t>(size, 1u << 30));
-        state_->crc = static_cast<std::uint32_t>(::crc32(state_->crc, bytes, chunk));
+        state_->crc = ::crc32(static_cast<uLong>(state_->crc), bytes, chunk);
         bytes += chunk;
         size -= chunk;
       }
       break;
-    case Algorithm::crc32c: {
-      const auto& table = crc32c_table();
-      std::uint32_t crc = state_->crc;
-      for (std::size_t i = 0; i < size; ++i) crc = table[(crc ^ bytes[i]) & 0xFFu] ^ (crc >> 8);
-      state_->crc = crc;
+    case Algorithm::crc32c:
+      state_->crc = crc32c_table().CrcDefault(bytes, size, state_->crc);
       break;
-    }
+    case Algorithm::crc64nvme:
+      state_->crc = crc64nvme_table().CrcDefault(bytes, size, state_->crc);
+      break;
     default:
       EVP_DigestUpdate(state_->context, bytes, size);
   }
@@ -99,9 +109,10 @@ void Digest::update(const void* data, std::size_t size) {
 std::string Digest::finish() {
   switch (state_->algorithm) {
     case Algorithm::crc32:
-      return big_endian(state_->crc);
     case Algorithm::crc32c:
-      return big_endian(state_->crc ^ 0xFFFFFFFFu);
+      return big_endian(static_cast<std::uint32_t>(state_->crc));
+    case Algorithm::crc64nvme:
+      return big_endian64(state_->crc);
     default: {
       unsigned char out[EVP_MAX_MD_SIZE];
       unsigned int length = 0;
@@ -109,6 +120,14 @@ std::string Digest::finish() {
       return std::string(reinterpret_cast<char*>(out), length);
     }
   }
+}
+
+std::string concatenate_crc(Digest::Algorithm algorithm, std::string_view first, std::string_view second,
+                            std::uint64_t second_size) {
+  const CrcTable& table = algorithm == Digest::Algorithm::crc64nvme ? crc64nvme_table() : crc32c_table();
+  const auto combined = table.Base().Concatenate(from_big_endian(first), from_big_endian(second), second_size);
+  return algorithm == Digest::Algorithm::crc64nvme ? big_endian64(combined)
+                                                   : big_endian(static_cast<std::uint32_t>(combined));
 }
 
 std::string hex(std::string_view bytes) {

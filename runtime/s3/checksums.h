@@ -1,5 +1,6 @@
 // Hashes and checksums S3 uses: SHA-256 and HMAC for SigV4, MD5 for ETags and Content-MD5, and the
-// x-amz-checksum-* algorithms (CRC32, CRC32C, SHA-1, SHA-256) for verifying downloads.
+// x-amz-checksum-* algorithms (CRC64NVME, CRC32C, CRC32, SHA-1, SHA-256) that uploads send and downloads
+// verify. The CRCs come from Google's crcutil (Debian's libcrcutil-dev), CRC32 from zlib, the rest from OpenSSL.
 #pragma once
 
 #include <cstddef>
@@ -24,7 +25,7 @@ std::string file_md5_hex(const std::filesystem::path& file);
 // An incremental digest fed as bytes arrive; `finish` returns the raw digest.
 class Digest {
  public:
-  enum class Algorithm { md5, sha1, sha256, crc32, crc32c };
+  enum class Algorithm { md5, sha1, sha256, crc32, crc32c, crc64nvme };
   explicit Digest(Algorithm algorithm);
   ~Digest();
   Digest(Digest&&) noexcept;
@@ -37,16 +38,29 @@ class Digest {
   std::unique_ptr<State> state_;
 };
 
-// The x-amz-checksum-* header names this client can verify, with their algorithm.
+// The CRC of A followed by B from the CRCs of A and B (raw, as Digest::finish returns them) and B's size:
+// S3's full-object checksum of a multipart upload from its parts', and a download's from its ranges'.
+// For crc64nvme and crc32c.
+std::string concatenate_crc(Digest::Algorithm algorithm, std::string_view first, std::string_view second,
+                            std::uint64_t second_size);
+
+// An object's checksum as S3 reports it: the algorithm and the base64 of its value.
+struct StoredChecksum {
+  Digest::Algorithm algorithm;
+  std::string value;
+};
+
+// The x-amz-checksum-* header names this client can verify, with their algorithm, cheapest first.
 struct ChecksumHeader {
   const char* header;
   Digest::Algorithm algorithm;
 };
 inline constexpr ChecksumHeader kChecksumHeaders[] = {
-    {"x-amz-checksum-sha256", Digest::Algorithm::sha256},
-    {"x-amz-checksum-sha1", Digest::Algorithm::sha1},
-    {"x-amz-checksum-crc32", Digest::Algorithm::crc32},
+    {"x-amz-checksum-crc64nvme", Digest::Algorithm::crc64nvme},
     {"x-amz-checksum-crc32c", Digest::Algorithm::crc32c},
+    {"x-amz-checksum-crc32", Digest::Algorithm::crc32},
+    {"x-amz-checksum-sha1", Digest::Algorithm::sha1},
+    {"x-amz-checksum-sha256", Digest::Algorithm::sha256},
 };
 
 }  // namespace tp::s3

@@ -80,14 +80,12 @@ void hash_file_range(const fs::path& path, int fd, std::uint64_t begin, std::uin
   }
 }
 
-// The x-amz-checksum-* header S3 sent, if any: which algorithm and the expected base64 value.
-std::optional<std::pair<Digest::Algorithm, std::string>> sent_checksum(const http::Response& response) {
+// The x-amz-checksum-* header S3 sent, if any, cheapest first.
+std::optional<StoredChecksum> sent_checksum(const http::Response& response) {
   for (const ChecksumHeader& candidate : kChecksumHeaders) {
     const std::string& value = response.header(candidate.header);
     // A composite checksum of a multipart object ("<base64>-<parts>") is not a whole-object checksum.
-    if (!value.empty() && value.find('-') == std::string::npos) {
-      return std::make_pair(candidate.algorithm, value);
-    }
+    if (!value.empty() && value.find('-') == std::string::npos) return StoredChecksum{candidate.algorithm, value};
   }
   return std::nullopt;
 }
@@ -104,6 +102,17 @@ std::string host_of(const std::string& endpoint) {
     host.resize(host.size() - default_port.size());
   }
   return host;
+}
+
+// What to check for the refusals whose cause is on this side.
+std::string refusal_hint(const std::string& code) {
+  if (code == "SignatureDoesNotMatch") return "; check the secret access key that goes with this access key";
+  if (code == "InvalidAccessKeyId") return "; the server knows no such access key";
+  if (code == "RequestTimeTooSkewed")
+    return "; this machine's clock differs from the server's by more than 15 minutes: fix the clock (NTP)";
+  if (code == "ExpiredToken") return "; the session token has expired: get new temporary credentials";
+  if (code == "AccessDenied") return "; the credentials' policy does not allow this on this bucket";
+  return "";
 }
 
 }  // namespace
@@ -225,7 +234,8 @@ std::optional<std::string> Client::check(const http::Response& response, const s
     return cause;
   }
   if (response.status == 401 || response.status == 403) {
-    fail(ExitCode::usage, "{}: {} (credentials from {})", what, cause, connection_.credentials.source);
+    fail(ExitCode::usage, "{}: {} (credentials from {}{})", what, cause, connection_.credentials.source,
+         refusal_hint(error.code));
   }
   if (response.status == 412)
     fail(ExitCode::network, "{}: the object changed on the server while it was read ({})", what, cause);
@@ -335,6 +345,33 @@ std::optional<ObjectInfo> Client::head(const std::string& bucket, const std::str
   return object;
 }
 
+std::optional<StoredChecksum> Client::combinable_checksum(http::Handle& handle, const std::string& bucket,
+                                                          const ObjectInfo& object) {
+  const std::string what = describe("HEAD", bucket, object.key);
+  std::optional<StoredChecksum> checksum;
+  retrying(what, [&]() -> std::optional<std::string> {
+    Call call;
+    call.method = "HEAD";
+    call.bucket = bucket;
+    call.key = object.key;
+    call.headers.emplace_back("x-amz-checksum-mode", "ENABLED");
+    call.headers.emplace_back("If-Match", '"' + object.etag + '"');
+    const http::Response response = send(handle, call);
+    if (response.transport == http::Transport::ok && (response.status == 404 || response.status == 412)) {
+      fail(ExitCode::network, "{}: the object changed or was deleted after it was listed (HTTP {})", what,
+           response.status);
+    }
+    if (auto cause = check(response, what, {200})) return cause;
+    checksum = sent_checksum(response);
+    if (checksum && checksum->algorithm != Digest::Algorithm::crc64nvme &&
+        checksum->algorithm != Digest::Algorithm::crc32c) {
+      checksum.reset();
+    }
+    return std::nullopt;
+  });
+  return checksum;
+}
+
 void Client::remove(const std::string& bucket, const std::string& key) {
   HandleLease lease(*this);
   const std::string what = describe("DELETE", bucket, key);
@@ -355,8 +392,11 @@ void Client::download(const std::string& bucket, const std::vector<DownloadItem>
     const DownloadItem* item;
     fs::path temporary;
     std::unique_ptr<FileDescriptor> fd;
-    // The MD5 is computed over ranges in order as they land, by one thread at a time, so it overlaps
-    // the download instead of re-reading the whole file at the end.
+    // With a CRC the object's HEAD names, each range's CRC is taken as it streams in and the ranges' CRCs
+    // are combined at the end. Without one, the MD5 of a single-part ETag is computed over ranges in order
+    // as they land, by one thread at a time, so it overlaps the download instead of re-reading the file.
+    std::optional<StoredChecksum> checksum;
+    std::vector<std::string> range_crc;
     std::mutex hash_mutex;
     std::vector<char> range_done;
     std::size_t next_range_to_hash = 0;
@@ -386,7 +426,12 @@ void Client::download(const std::string& bucket, const std::vector<DownloadItem>
                        large->range_done.size()});
       large->range_done.push_back(0);
     }
+    large->range_crc.resize(large->range_done.size());
     large_objects.push_back(std::move(large));
+  }
+  if (!large_objects.empty()) {
+    HandleLease lease(*this);
+    for (auto& large : large_objects) large->checksum = combinable_checksum(lease.get(), bucket, large->item->object);
   }
 
   std::mutex done_mutex;
@@ -409,10 +454,14 @@ void Client::download(const std::string& bucket, const std::vector<DownloadItem>
         std::lock_guard<std::mutex> lock(open_mutex);
         if (!large.fd) large.fd = std::make_unique<FileDescriptor>(open_for_writing(large.temporary));
       }
-      download_range(handle, bucket, large.item->object, large.fd->get(), task.begin, task.end);
+      std::optional<Digest> range_crc;
+      if (large.checksum) range_crc.emplace(large.checksum->algorithm);
+      download_range(handle, bucket, large.item->object, large.fd->get(), task.begin, task.end,
+                     range_crc ? &*range_crc : nullptr);
       const DownloadItem& item = *large.item;
-      const bool verify_md5 = etag_is_md5(item.object.etag);
+      const bool verify_md5 = !large.checksum && etag_is_md5(item.object.etag);
       std::unique_lock<std::mutex> hash_lock(large.hash_mutex);
+      if (range_crc) large.range_crc[task.range_index] = range_crc->finish();
       large.range_done[task.range_index] = 1;
       if (large.hashing) return;  // the thread that is hashing will take this range too
       large.hashing = true;
@@ -437,20 +486,33 @@ void Client::download(const std::string& bucket, const std::vector<DownloadItem>
         fail(ExitCode::network, "{}: downloaded file has the wrong size",
              describe("GET", bucket, item.object.key));
       }
-      if (verify_md5) {
-        const std::string actual = hex(large.md5.finish());
-        if (actual != item.object.etag) {
-          // A range was corrupted in transit and no range can be checked alone: fetch the object again
-          // in one piece, with its own retries and MD5 check.
-          spdlog::warn("s3: {}: MD5 {} of the downloaded ranges does not match ETag {}; fetching it whole",
-                       describe("GET", bucket, item.object.key), actual, item.object.etag);
-          large.fd.reset();
-          std::error_code ignored;
-          fs::remove(large.temporary, ignored);
-          download_whole(handle, bucket, item);
-          report(item);
-          return;
+      std::optional<std::string> mismatch;
+      if (large.checksum) {
+        std::string combined = large.range_crc[0];
+        for (std::size_t range = 1; range < large.range_crc.size(); ++range) {
+          const std::uint64_t begin = range * settings_.part_size;
+          combined = concatenate_crc(large.checksum->algorithm, combined, large.range_crc[range],
+                                     std::min(settings_.part_size, item.object.size - begin));
         }
+        if (base64(combined) != large.checksum->value) {
+          mismatch = fmt::format("checksum {} of the downloaded ranges does not match x-amz-checksum {}",
+                                 base64(combined), large.checksum->value);
+        }
+      } else if (verify_md5) {
+        const std::string actual = hex(large.md5.finish());
+        if (actual != item.object.etag)
+          mismatch = fmt::format("MD5 {} of the downloaded ranges does not match ETag {}", actual, item.object.etag);
+      }
+      if (mismatch) {
+        // A range was corrupted in transit and no range can be checked alone: fetch the object again in
+        // one piece, with its own retries and check.
+        spdlog::warn("s3: {}: {}; fetching it whole", describe("GET", bucket, item.object.key), *mismatch);
+        large.fd.reset();
+        std::error_code ignored;
+        fs::remove(large.temporary, ignored);
+        download_whole(handle, bucket, item);
+        report(item);
+        return;
       }
       large.fd.reset();
       if (::rename(large.temporary.c_str(), item.target.c_str()) != 0) {
@@ -499,8 +561,8 @@ void Client::download_whole(http::Handle& handle, const std::string& bucket, con
         }
         if (progress.written == 0 && response.sink_bytes == 0) {
           if (auto checksum = sent_checksum(response)) {
-            progress.checksum.emplace(checksum->first);
-            progress.expected_checksum = checksum->second;
+            progress.checksum.emplace(checksum->algorithm);
+            progress.expected_checksum = checksum->value;
           }
         }
         for (std::size_t done = 0; done < size;) {
@@ -513,8 +575,11 @@ void Client::download_whole(http::Handle& handle, const std::string& bucket, con
           }
           done += static_cast<std::size_t>(wrote);
         }
-        progress.md5.update(data, size);
-        if (progress.checksum) progress.checksum->update(data, size);
+        if (progress.checksum) {
+          progress.checksum->update(data, size);
+        } else {
+          progress.md5.update(data, size);
+        }
         progress.written += size;
         return true;
       };
@@ -534,8 +599,9 @@ void Client::download_whole(http::Handle& handle, const std::string& bucket, con
         if (progress.written > object.size) progress = Progress{};
         return cause;
       }
+      // The server's checksum when the object has one; else the MD5 of a single-part ETag.
       std::optional<std::string> mismatch;
-      if (etag_is_md5(object.etag)) {
+      if (!progress.checksum && etag_is_md5(object.etag)) {
         const std::string actual = hex(progress.md5.finish());
         if (actual != object.etag)
           mismatch = fmt::format("MD5 {} does not match ETag {}", actual, object.etag);
@@ -565,7 +631,7 @@ void Client::download_whole(http::Handle& handle, const std::string& bucket, con
 }
 
 void Client::download_range(http::Handle& handle, const std::string& bucket, const ObjectInfo& object, int fd,
-                            std::uint64_t begin, std::uint64_t end) {
+                            std::uint64_t begin, std::uint64_t end, Digest* checksum) {
   const std::string what = fmt::format("{} bytes {}-{}", describe("GET", bucket, object.key), begin, end);
   std::uint64_t position = begin;
   int write_error = 0;
@@ -591,6 +657,7 @@ void Client::download_range(http::Handle& handle, const std::string& bucket, con
         }
         done += static_cast<std::size_t>(wrote);
       }
+      if (checksum) checksum->update(data, size);
       position += size;
       return true;
     };
@@ -615,7 +682,8 @@ std::vector<ObjectInfo> Client::upload(const std::string& bucket, const std::vec
     const UploadItem* item;
     std::uint64_t size;
     std::string upload_id;
-    std::vector<std::pair<int, std::string>> part_etags;
+    std::vector<xml::CompletedPart> parts;
+    std::vector<std::pair<std::string, std::uint64_t>> part_crcs;  // each part's CRC64NVME (raw) and size
   };
   struct Task {
     const UploadItem* single = nullptr;
@@ -636,14 +704,15 @@ std::vector<ObjectInfo> Client::upload(const std::string& bucket, const std::vec
       tasks.push_back({&items[i], nullptr, 0, 0, size});
       continue;
     }
-    auto multipart = std::make_unique<Multipart>(Multipart{&items[i], size, {}, {}});
+    auto multipart = std::make_unique<Multipart>(Multipart{&items[i], size, {}, {}, {}});
     const std::uint64_t part_size =
         std::max(settings_.part_size, (size + 9999) / 10000);  // S3 allows at most 10,000 parts
     for (std::uint64_t begin = 0; begin < size; begin += part_size) {
       const int number = static_cast<int>(begin / part_size) + 1;
       tasks.push_back({nullptr, multipart.get(), number, begin, std::min(part_size, size - begin)});
-      multipart->part_etags.emplace_back(number, "");
+      multipart->parts.push_back({number, "", ""});
     }
+    multipart->part_crcs.resize(multipart->parts.size());
     multiparts.push_back(std::move(multipart));
   }
 
@@ -656,6 +725,10 @@ std::vector<ObjectInfo> Client::upload(const std::string& bucket, const std::vec
       call.bucket = bucket;
       call.key = multipart->item->key;
       call.query = {{"uploads", ""}};
+      // A full-object CRC64NVME, as AWS's SDKs send by default: the object's checksum is the same whatever
+      // its part size, and downloads verify it like a single-part object's.
+      call.headers.emplace_back("x-amz-checksum-algorithm", "CRC64NVME");
+      call.headers.emplace_back("x-amz-checksum-type", "FULL_OBJECT");
       const http::Response response = send(lease.get(), call);
       if (auto cause = check(response, what, {200})) return cause;
       multipart->upload_id = xml::parse_initiate_multipart_upload(response.body);
@@ -689,19 +762,27 @@ std::vector<ObjectInfo> Client::upload(const std::string& bucket, const std::vec
       if (task.single != nullptr) {
         const UploadItem& item = *task.single;
         stored[static_cast<std::size_t>(&item - items.data())] = ObjectInfo{
-            item.key, task.size, put(handle, bucket, item.key, item.source, 0, task.size, std::nullopt)};
+            item.key, task.size, put(handle, bucket, item.key, item.source, 0, task.size, std::nullopt).etag};
         report(task.size, true);
         return;
       }
       Multipart& multipart = *task.multipart;
-      multipart.part_etags[static_cast<std::size_t>(task.part_number - 1)].second =
-          put(handle, bucket, multipart.item->key, multipart.item->source, task.begin, task.size,
-              UploadPart{multipart.upload_id, task.part_number});
+      const auto part = static_cast<std::size_t>(task.part_number - 1);
+      Stored sent = put(handle, bucket, multipart.item->key, multipart.item->source, task.begin, task.size,
+                        UploadPart{multipart.upload_id, task.part_number});
+      multipart.parts[part].etag = std::move(sent.etag);
+      multipart.parts[part].crc64nvme = base64(sent.crc64nvme);
+      multipart.part_crcs[part] = {std::move(sent.crc64nvme), task.size};
       report(task.size, false);
     });
     for (auto& multipart : multiparts) {
       const std::string what = describe("CompleteMultipartUpload", bucket, multipart->item->key);
-      const std::string body = xml::complete_multipart_upload_body(multipart->part_etags);
+      const std::string body = xml::complete_multipart_upload_body(multipart->parts);
+      std::string whole_crc = multipart->part_crcs[0].first;
+      for (std::size_t part = 1; part < multipart->part_crcs.size(); ++part) {
+        whole_crc = concatenate_crc(Digest::Algorithm::crc64nvme, whole_crc, multipart->part_crcs[part].first,
+                                    multipart->part_crcs[part].second);
+      }
       std::string etag;
       retrying(what, [&]() -> std::optional<std::string> {
         Call call;
@@ -711,6 +792,8 @@ std::vector<ObjectInfo> Client::upload(const std::string& bucket, const std::vec
         call.query = {{"uploadId", multipart->upload_id}};
         call.payload_sha256 = sha256_hex(body);
         call.headers.emplace_back("Content-Type", "application/xml");
+        call.headers.emplace_back("x-amz-checksum-crc64nvme", base64(whole_crc));
+        call.headers.emplace_back("x-amz-checksum-type", "FULL_OBJECT");
         call.body = http::text_body(body);
         call.body_size = body.size();
         const http::Response response = send(lease.get(), call);
@@ -732,19 +815,19 @@ std::vector<ObjectInfo> Client::upload(const std::string& bucket, const std::vec
   return stored;
 }
 
-std::string Client::put(http::Handle& handle, const std::string& bucket, const std::string& key,
+Client::Stored Client::put(http::Handle& handle, const std::string& bucket, const std::string& key,
                         const fs::path& source, std::uint64_t begin, std::uint64_t size,
                         const std::optional<UploadPart>& part) {
   const std::string what = part ? fmt::format("{} part {}", describe("UploadPart", bucket, key), part->number)
                                 : describe("PUT", bucket, key);
   FileDescriptor fd(::open(source.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) fail(ExitCode::output, "cannot read {}: {}", source.string(), std::strerror(errno));
-  Digest md5(Digest::Algorithm::md5);
+  Digest crc(Digest::Algorithm::crc64nvme);
   Digest sha(Digest::Algorithm::sha256);
-  hash_file_range(source, fd.get(), begin, size, {&md5, &sha});
-  const std::string md5_raw = md5.finish();
+  hash_file_range(source, fd.get(), begin, size, {&crc, &sha});
+  Stored stored;
+  stored.crc64nvme = crc.finish();
   const std::string sha_hex = hex(sha.finish());
-  std::string etag;
   retrying(what, [&]() -> std::optional<std::string> {
     Call call;
     call.method = "PUT";
@@ -752,20 +835,23 @@ std::string Client::put(http::Handle& handle, const std::string& bucket, const s
     call.key = key;
     if (part) call.query = {{"partNumber", std::to_string(part->number)}, {"uploadId", part->upload_id}};
     call.payload_sha256 = sha_hex;
-    call.headers.emplace_back("Content-MD5", base64(md5_raw));
+    // The server checks the bytes against it (400 BadDigest) and keeps it with the object.
+    call.headers.emplace_back("x-amz-checksum-crc64nvme", base64(stored.crc64nvme));
     call.body = file_range_reader(fd.get(), begin, size);
     call.body_size = size;
     const http::Response response = send(handle, call);
     if (auto cause = check(response, what, {200})) return cause;
-    etag = xml::strip_quotes(response.header("etag"));
+    stored.etag = xml::strip_quotes(response.header("etag"));
     // CompleteMultipartUpload names every part by its ETag.
-    if (part && etag.empty()) return std::string("no ETag in the answer");
-    if (etag_is_md5(etag) && etag != hex(md5_raw)) {
-      return fmt::format("stored ETag {} is not the MD5 {} of the bytes sent", etag, hex(md5_raw));
+    if (part && stored.etag.empty()) return std::string("no ETag in the answer");
+    const std::string& kept = response.header("x-amz-checksum-crc64nvme");
+    if (!kept.empty() && kept != base64(stored.crc64nvme)) {
+      return fmt::format("stored checksum {} is not the CRC64NVME {} of the bytes sent", kept,
+                         base64(stored.crc64nvme));
     }
     return std::nullopt;
   });
-  return etag;
+  return stored;
 }
 
 }  // namespace tp::s3

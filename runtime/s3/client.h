@@ -21,6 +21,7 @@
 
 #include "http/retry.h"
 #include "http/transfer.h"
+#include "s3/checksums.h"
 #include "s3/credentials.h"
 #include "s3/object.h"
 #include "s3/sigv4.h"
@@ -68,11 +69,14 @@ class Client {
   // DeleteObject (S3 answers 204 whether or not the key existed).
   void remove(const std::string& bucket, const std::string& key);
 
-  // Downloads each object to its target: into a temporary sibling, verified (size; MD5 against a single-part
-  // ETag; x-amz-checksum-* when S3 sends one), then renamed. `on_done` runs once per object, serialized.
+  // Downloads each object to its target: into a temporary sibling, verified, then renamed. Verified means
+  // the size, and the checksum S3 keeps with the object (x-amz-checksum-*, asked for with checksum mode;
+  // a large object's CRC is combined from its ranges'), or for an object without one the MD5 of a
+  // single-part ETag. `on_done` runs once per object, serialized.
   void download(const std::string& bucket, const std::vector<DownloadItem>& items,
                 const std::function<void(const DownloadItem&)>& on_done = {});
-  // Uploads files (multipart above the threshold, parts in parallel) and returns what S3 stored.
+  // Uploads files (multipart above the threshold, parts in parallel) with a CRC64NVME checksum (a
+  // full-object one for multipart uploads) and returns what S3 stored.
   // `on_sent` runs, serialized, for each object or part stored: its bytes, and whether its object is complete.
   using SentCallback = std::function<void(std::uint64_t bytes, bool object_complete)>;
   std::vector<ObjectInfo> upload(const std::string& bucket, const std::vector<UploadItem>& items,
@@ -111,16 +115,25 @@ class Client {
   void run_parallel(std::size_t count, const std::function<void(http::Handle&, std::size_t)>& task);
 
   void download_whole(http::Handle& handle, const std::string& bucket, const DownloadItem& item);
+  // Bytes [begin, end] of `object` into `fd` at the same offset; `checksum`, when given, takes them in order.
   void download_range(http::Handle& handle, const std::string& bucket, const ObjectInfo& object, int fd,
-                      std::uint64_t begin, std::uint64_t end);
+                      std::uint64_t begin, std::uint64_t end, Digest* checksum);
+  // The object's whole-object CRC (CRC64NVME or CRC32C) from a HEAD, the checksums that ranges can be
+  // combined into; none when it has another or none.
+  std::optional<StoredChecksum> combinable_checksum(http::Handle& handle, const std::string& bucket,
+                                                    const ObjectInfo& object);
   struct UploadPart {
     std::string upload_id;
     int number;
   };
   // PUTs bytes [begin, begin + size) of `source`: the whole object (PutObject), or with `part` one part of a
-  // multipart upload (UploadPart). Content-MD5 and the payload's SHA-256 are sent; an ETag that is an MD5
-  // must be the MD5 of the bytes sent. Returns the ETag.
-  std::string put(http::Handle& handle, const std::string& bucket, const std::string& key,
+  // multipart upload (UploadPart). Their CRC64NVME (x-amz-checksum-crc64nvme) and SHA-256 (signed) are sent;
+  // a checksum the server answers with must be the one sent. Returns the ETag and the CRC64NVME (raw).
+  struct Stored {
+    std::string etag;
+    std::string crc64nvme;
+  };
+  Stored put(http::Handle& handle, const std::string& bucket, const std::string& key,
                   const std::filesystem::path& source, std::uint64_t begin, std::uint64_t size,
                   const std::optional<UploadPart>& part);
 

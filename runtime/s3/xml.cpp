@@ -91,14 +91,15 @@ ErrorBody parse_error(const std::string& body) {
   return {error.child_value("Code"), error.child_value("Message")};
 }
 
-std::string complete_multipart_upload_body(const std::vector<std::pair<int, std::string>>& part_etags) {
+std::string complete_multipart_upload_body(const std::vector<CompletedPart>& parts) {
   pugi::xml_document document;
   pugi::xml_node root = document.append_child("CompleteMultipartUpload");
   root.append_attribute("xmlns") = "http://s3.amazonaws.com/doc/2006-03-01/";
-  for (const auto& [number, etag] : part_etags) {
+  for (const CompletedPart& completed : parts) {
     pugi::xml_node part = root.append_child("Part");
-    part.append_child("PartNumber").text().set(number);
-    part.append_child("ETag").text().set(('"' + etag + '"').c_str());
+    part.append_child("PartNumber").text().set(completed.number);
+    part.append_child("ETag").text().set(('"' + completed.etag + '"').c_str());
+    if (!completed.crc64nvme.empty()) part.append_child("ChecksumCRC64NVME").text().set(completed.crc64nvme.c_str());
   }
   std::ostringstream out;
   document.save(out, "", pugi::format_raw);

@@ -27,7 +27,14 @@ std::string parse_initiate_multipart_upload(const std::string& body);  // the Up
 // The ETag of the assembled object, from a CompleteMultipartUpload answer (S3 sends it in the body only).
 std::string parse_complete_multipart_upload(const std::string& body);
 ErrorBody parse_error(const std::string& body);
-std::string complete_multipart_upload_body(const std::vector<std::pair<int, std::string>>& part_etags);
+// A part as CompleteMultipartUpload names it: its number, ETag and the CRC64NVME it was sent with (base64;
+// empty for none), which a server that was told the upload's checksum algorithm compares.
+struct CompletedPart {
+  int number = 0;
+  std::string etag;
+  std::string crc64nvme;
+};
+std::string complete_multipart_upload_body(const std::vector<CompletedPart>& parts);
 std::string strip_quotes(std::string etag);
 
 }  // namespace tp::s3::xml

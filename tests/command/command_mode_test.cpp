@@ -230,11 +230,11 @@ TEST_F(CommandMode, AProgramThatCannotBeStartedIsASpecError) {
                                     "': No such file or directory"), std::string::npos) << unstartable.output;
 }
 
-// The program reads data staged from S3 (s3rver) and what it writes lands in an s3:// output.
+// The program reads data staged from S3 (MinIO) and what it writes lands in an s3:// output.
 TEST_F(CommandMode, StagesAnS3SourceForTheProgramAndUploadsWhatItWrites) {
   testing::S3Server server;
   const std::string s3_env = "AWS_ENDPOINT_URL=" + server.endpoint() +
-                             " AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER ";
+                             " " + testing::S3Server::key_environment() + " ";
   const auto upload = run_command("env " + s3_env + testing::trainpoint_binary() + " s3 cp --recursive " +
                                   shell_quote((dir / "repo" / "data").string()) + " s3://test-bucket/tables");
   ASSERT_EQ(upload.exit_code, 0) << upload.output;

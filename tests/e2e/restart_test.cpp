@@ -218,7 +218,7 @@ TEST_F(Restarts, TwoPodsWithLocalOutputsSurviveAPodKilledMidEpoch) {
 
 TEST_F(Restarts, TwoPodsOfTwoRanksWithAnS3OutputSurviveAPodKilledMidEpoch) {
   testing::S3Server server;
-  const std::string environment = "AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER";
+  const std::string environment = testing::S3Server::key_environment();
   JobSettings settings;
   settings.output = "s3://test-bucket/restarts/run";
   settings.endpoint = server.endpoint();
@@ -251,14 +251,15 @@ TEST_F(Restarts, TwoPodsOfTwoRanksWithAnS3OutputSurviveAPodKilledMidEpoch) {
       << all_logs(restarted);
 
   // The same job once more (a pod restarted after success): it says it is complete and rewrites nothing.
-  const auto before = snapshot(server.data_dir());
+  const fs::path bucket = server.data_dir() / testing::S3Server::kBucket;  // MinIO's folder of the bucket
+  const auto before = snapshot(bucket);
   const auto again = job.run(spec, "", environment);
   ASSERT_EQ(again[0].exit_code, 0) << all_logs(again);
   ASSERT_EQ(again[1].exit_code, 0) << all_logs(again);
   EXPECT_NE(again[0].log.find("already complete"), std::string::npos) << all_logs(again);
   EXPECT_EQ(again[0].log.find("accuracy 0.0000 error_rate 0.0000"), std::string::npos) << all_logs(again);
   EXPECT_NE(again[0].log.find("done (already): train_loss"), std::string::npos) << all_logs(again);
-  EXPECT_EQ(snapshot(server.data_dir()), before) << "a complete run rewrote its outputs";
+  EXPECT_EQ(snapshot(bucket), before) << "a complete run rewrote its outputs";
 }
 
 // The main workflow: change the spec and run again into the same output. A setting that changes the run

@@ -88,7 +88,7 @@ class EndToEnd : public ::testing::Test {
   // reach the server.
   std::string upload_data(const testing::S3Server& server) {
     const std::string s3_env = "env AWS_ENDPOINT_URL=" + server.endpoint() +
-                               " AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER ";
+                               " " + testing::S3Server::key_environment() + " ";
     run_checked(s3_env + testing::trainpoint_binary() + " s3 cp --recursive " +
                 shell_quote((repo_ / "data").string()) + " s3://test-bucket/shapes");
     return s3_env;
@@ -230,7 +230,7 @@ TEST_F(EndToEnd, SigtermSavesACheckpointAndTheRestartEndsWhereAStraightRunDoes) 
   EXPECT_NEAR(resumed_loss, straight_loss, 1e-6) << "the resumed run must end with the same model";
 }
 
-// Data in an S3 bucket (s3rver), staged by two ranks that each take their share, then again from the cache.
+// Data in an S3 bucket (MinIO), staged by two ranks that each take their share, then again from the cache.
 TEST_F(EndToEnd, TwoRanksTrainFromS3WithShardedStagingAndACacheOnRestart) {
   testing::S3Server server;
   const std::string s3_env = upload_data(server);

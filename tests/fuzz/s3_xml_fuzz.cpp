@@ -26,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   s3::xml::ListPage page;
   const bool listed = fuzz::returns_or_fails_with(ExitCode::network, [&] { page = s3::xml::parse_list_objects_v2(body); });
   if (listed) {
-    std::vector<std::pair<int, std::string>> parts;
+    std::vector<s3::xml::CompletedPart> parts;
     for (const auto& object : page.objects) {
       std::filesystem::path relative;
       if (fuzz::returns_or_fails_with(ExitCode::data, [&] { relative = s3::local_path_for_key(object.key, ""); })) {
@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           TP_FUZZ_CHECK(segment != ".." && segment != "." && !segment.empty(), object.key);
         }
       }
-      parts.emplace_back(static_cast<int>(parts.size()) + 1, object.etag);
+      parts.push_back({static_cast<int>(parts.size()) + 1, object.etag, ""});
     }
     // ETags go back to S3 in CompleteMultipartUpload: whatever they hold, the body must be XML that
     // carries them unchanged.
@@ -45,8 +45,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::size_t index = 0;
     for (const auto part : document.child("CompleteMultipartUpload").children("Part")) {
       TP_FUZZ_CHECK(index < parts.size(), complete);
-      TP_FUZZ_CHECK(s3::xml::strip_quotes(part.child_value("ETag")) == parts[index].second ||
-                        parts[index].second.find('\0') != std::string::npos,
+      TP_FUZZ_CHECK(s3::xml::strip_quotes(part.child_value("ETag")) == parts[index].etag ||
+                        parts[index].etag.find('\0') != std::string::npos,
                     complete);
       ++index;
     }

@@ -1,5 +1,5 @@
 // `trainpoint preflight` and the checks `trainpoint run` starts with, against real causes: a git
-// daemon and a file:// repository, s3rver, a port nothing listens on, a path that cannot be written.
+// daemon and a file:// repository, MinIO (its own refusals: signatures, clocks, policies), a port nothing listens on, a path that cannot be written.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -202,13 +202,15 @@ class PreflightS3 : public Preflight {
  protected:
   void SetUp() override {
     Preflight::SetUp();
-    const auto uploaded = run_command(s3_environment("S3RVER") + " " + testing::trainpoint_binary() + " s3 cp " +
+    const auto uploaded = run_command(s3_environment() + " " + testing::trainpoint_binary() + " s3 cp " +
                                       shell_quote((repo() / "data/table.csv").string()) +
                                       " s3://test-bucket/tables/table.csv 2>&1");
     ASSERT_EQ(uploaded.exit_code, 0) << uploaded.output;
   }
-  std::string s3_environment(const std::string& key) const {
-    return "AWS_ENDPOINT_URL=" + server_.endpoint() + " AWS_ACCESS_KEY_ID=" + key + " AWS_SECRET_ACCESS_KEY=" + key;
+  std::string s3_environment(const std::string& access_key = testing::S3Server::kAccessKey,
+                             const std::string& secret_key = testing::S3Server::kSecretKey) const {
+    return "AWS_ENDPOINT_URL=" + server_.endpoint() + " AWS_ACCESS_KEY_ID=" + access_key +
+           " AWS_SECRET_ACCESS_KEY=" + shell_quote(secret_key);
   }
   std::string source(const std::string& url) const { return "--set data.source=" + shell_quote("\"" + url + "\""); }
 
@@ -217,14 +219,14 @@ class PreflightS3 : public Preflight {
 
 TEST_F(PreflightS3, ListsTheDataPrefix) {
   const auto result =
-      trainpoint("preflight", file_url(), "main", source("s3://test-bucket/tables"), s3_environment("S3RVER"));
+      trainpoint("preflight", file_url(), "main", source("s3://test-bucket/tables"), s3_environment());
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_TRUE(contains(result.output, "data.source s3://test-bucket/tables: 1 objects")) << result.output;
 }
 
 TEST_F(PreflightS3, WrongCredentialsAreAUsageError) {
   const auto result =
-      trainpoint("preflight", file_url(), "main", source("s3://test-bucket/tables"), s3_environment("WRONG"));
+      trainpoint("preflight", file_url(), "main", source("s3://test-bucket/tables"), s3_environment("WRONG", "WRONG"));
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_TRUE(contains(result.output, "preflight check 'data' failed")) << result.output;
   EXPECT_TRUE(contains(result.output, "InvalidAccessKeyId")) << result.output;
@@ -232,7 +234,7 @@ TEST_F(PreflightS3, WrongCredentialsAreAUsageError) {
 
 TEST_F(PreflightS3, MissingBucketIsADataError) {
   const auto result =
-      trainpoint("preflight", file_url(), "main", source("s3://no-such-bucket/tables"), s3_environment("S3RVER"));
+      trainpoint("preflight", file_url(), "main", source("s3://no-such-bucket/tables"), s3_environment());
   EXPECT_EQ(result.exit_code, 5) << result.output;
   EXPECT_TRUE(contains(result.output, "preflight check 'data' failed")) << result.output;
   EXPECT_TRUE(contains(result.output, "NoSuchBucket")) << result.output;
@@ -242,11 +244,11 @@ TEST_F(PreflightS3, MissingBucketIsADataError) {
 TEST_F(PreflightS3, AnS3OutputGetsAProbeObjectWrittenAndDeleted) {
   const auto result = trainpoint("preflight", file_url(), "main",
                                  source("s3://test-bucket/tables") + " --set job.output=s3://test-bucket/runs/x",
-                                 s3_environment("S3RVER"));
+                                 s3_environment());
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_TRUE(contains(result.output, "job.output s3://test-bucket/runs/x: wrote and deleted a probe object"))
       << result.output;
-  const auto listing = run_command(s3_environment("S3RVER") + " " + testing::trainpoint_binary() +
+  const auto listing = run_command(s3_environment() + " " + testing::trainpoint_binary() +
                                    " s3 ls s3://test-bucket/runs/ --recursive 2>&1");
   EXPECT_FALSE(contains(listing.output, "preflight")) << "the probe is gone: " << listing.output;
 }
@@ -254,10 +256,58 @@ TEST_F(PreflightS3, AnS3OutputGetsAProbeObjectWrittenAndDeleted) {
 TEST_F(PreflightS3, AnS3OutputInAMissingBucketIsAnOutputError) {
   const auto result = trainpoint("preflight", file_url(), "main",
                                  source("s3://test-bucket/tables") + " --set job.output=s3://no-such-bucket/runs",
-                                 s3_environment("S3RVER"));
+                                 s3_environment());
   EXPECT_EQ(result.exit_code, 8) << result.output;
   EXPECT_TRUE(contains(result.output, "preflight check 'output' failed")) << result.output;
   EXPECT_TRUE(contains(result.output, "NoSuchBucket")) << result.output;
+}
+
+// The server itself refuses a wrong secret: the message names S3's code and what to check.
+TEST_F(PreflightS3, AWrongSecretIsRefusedByTheServerAsAUsageError) {
+  const auto result = trainpoint("preflight", file_url(), "main", source("s3://test-bucket/tables"),
+                                 s3_environment(testing::S3Server::kAccessKey, "not-the-secret-key"));
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_TRUE(contains(result.output, "SignatureDoesNotMatch")) << result.output;
+  EXPECT_TRUE(contains(result.output, "check the secret access key")) << result.output;
+  EXPECT_FALSE(contains(result.output, "not-the-secret-key")) << "the secret must not appear";
+}
+
+// A clock 20 minutes ahead (LD_PRELOAD shifts time(), which requests are signed with): the server refuses
+// the request's date, and trainpoint says the clock is the cause.
+TEST_F(PreflightS3, ASkewedClockIsRefusedByTheServerAndNamed) {
+  const std::string skew = std::string("LD_PRELOAD=") + TP_CLOCK_SKEW_LIBRARY + " TP_CLOCK_SKEW_SECONDS=1200 ";
+  const auto result = trainpoint("preflight", file_url(), "main", source("s3://test-bucket/tables"),
+                                 skew + s3_environment());
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_TRUE(contains(result.output, "RequestTimeTooSkewed")) << result.output;
+  EXPECT_TRUE(contains(result.output, "clock")) << result.output;
+}
+
+// A user whose policy (made with `mc admin`) allows one bucket gets AccessDenied on another, caught by
+// preflight with the bucket named; the allowed bucket still passes.
+TEST_F(PreflightS3, ABucketPolicyRefusalNamesTheBucket) {
+  run_checked(server_.mc("mb tp/team-a"));
+  testing::TempDir scratch;
+  testing::write_text(scratch / "policy.json", R"({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+    "Action": ["s3:ListBucket", "s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+    "Resource": ["arn:aws:s3:::team-a", "arn:aws:s3:::team-a/*"]}]})");
+  run_checked(server_.mc("admin policy create tp team-a-only " + shell_quote((scratch / "policy.json").string())));
+  run_checked(server_.mc("admin user add tp analyst analyst-secret-key"));
+  run_checked(server_.mc("admin policy attach tp team-a-only --user analyst"));
+  run_checked(server_.mc("cp " + shell_quote((repo() / "data/table.csv").string()) + " tp/team-a/tables/table.csv"));
+
+  const auto refused = trainpoint("preflight", file_url(), "main", source("s3://test-bucket/tables"),
+                                  s3_environment("analyst", "analyst-secret-key"));
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_TRUE(contains(refused.output, "preflight check 'data' failed")) << refused.output;
+  EXPECT_TRUE(contains(refused.output, "AccessDenied")) << refused.output;
+  EXPECT_TRUE(contains(refused.output, "test-bucket")) << refused.output;
+  EXPECT_FALSE(contains(refused.output, "analyst-secret-key")) << "the secret must not appear";
+
+  const auto allowed = trainpoint("preflight", file_url(), "main",
+                                  source("s3://team-a/tables") + " --set job.output=s3://team-a/runs/x",
+                                  s3_environment("analyst", "analyst-secret-key"));
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.output;
 }
 
 }  // namespace

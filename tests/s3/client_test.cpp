@@ -1,11 +1,13 @@
-// The client against a real S3 server (s3rver) and through a proxy that injects faults.
+// The client against a real S3 server (MinIO) and through a proxy that injects faults.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 
 #include "common/error.h"
+#include "s3/checksums.h"
 #include "s3/client.h"
 #include "s3_server.h"
 #include "support/process.h"
@@ -123,6 +125,80 @@ TEST_F(ClientTest, LargeObjectsTravelInPartsBothWays) {
   EXPECT_EQ(log.find("partNumber=4"), std::string::npos) << log;
 }
 
+// What the server keeps with an object, asked with checksum mode by curl (another client): its headers.
+std::string stored_checksum_headers(const S3Server& server, const std::string& key) {
+  return testing::run_checked("curl -sS --fail -I --aws-sigv4 aws:amz:us-east-1:s3 --user " +
+                              std::string(S3Server::kAccessKey) + ":" + S3Server::kSecretKey +
+                              " -H 'x-amz-checksum-mode: ENABLED' " + server.endpoint() + "/" + S3Server::kBucket +
+                              "/" + key + " | tr -d '\\r' | tr 'A-Z' 'a-z'");
+}
+
+std::string crc64nvme_base64(const std::string& content) {
+  Digest digest(Digest::Algorithm::crc64nvme);
+  digest.update(content.data(), content.size());
+  return base64(digest.finish());
+}
+
+// Uploads send a CRC64NVME that the server keeps (full-object for a multipart upload, so it does not depend
+// on the part size); downloads then verify that checksum, in one piece and from ranges.
+TEST_F(ClientTest, UploadsKeepACrc64nvmeThatDownloadsVerify) {
+  auto settings = testing::fast_retries();
+  settings.part_size = 5 << 20;
+  settings.parallel_download_threshold = 6 << 20;
+  settings.multipart_upload_threshold = 6 << 20;
+  Client client(testing::test_connection(server_.endpoint()), settings);
+  const std::string small = random_bytes(100 << 10, 11), large = random_bytes((12 << 20) + 5, 12);
+  put(client, scratch_, "sums/small.bin", small);
+  put(client, scratch_, "sums/large.bin", large);
+
+  std::string expected = crc64nvme_base64(small);
+  std::transform(expected.begin(), expected.end(), expected.begin(), ::tolower);
+  EXPECT_NE(stored_checksum_headers(server_, "sums/small.bin").find("x-amz-checksum-crc64nvme: " + expected),
+            std::string::npos);
+  const std::string large_headers = stored_checksum_headers(server_, "sums/large.bin");
+  expected = crc64nvme_base64(large);
+  std::transform(expected.begin(), expected.end(), expected.begin(), ::tolower);
+  EXPECT_NE(large_headers.find("x-amz-checksum-crc64nvme: " + expected), std::string::npos) << large_headers;
+  EXPECT_NE(large_headers.find("x-amz-checksum-type: full_object"), std::string::npos) << large_headers;
+
+  // Every checksum the server sends made wrong: each download fails on it, naming it, in one piece and
+  // from ranges (where the ranges' CRCs are combined and then the object comes again whole).
+  FaultProxy proxy(server_.port(), R"([{"method": "GET", "fault": "bad_checksum", "times": -1},
+                                       {"method": "HEAD", "fault": "bad_checksum", "times": -1}])");
+  Client checked(testing::test_connection(proxy.endpoint()), settings);
+  for (const std::string key : {"sums/small.bin", "sums/large.bin"}) {
+    const auto head = client.head(S3Server::kBucket, key);
+    ASSERT_TRUE(head);
+    try {
+      checked.download(S3Server::kBucket, {{*head, scratch_ / "got.bin"}});
+      ADD_FAILURE() << key << ": a wrong checksum was accepted";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("does not match x-amz-checksum"), std::string::npos) << error.what();
+    }
+    client.download(S3Server::kBucket, {{*head, scratch_ / "got.bin"}});
+    EXPECT_TRUE(read_all(scratch_ / "got.bin") == (key == "sums/small.bin" ? small : large)) << key;
+  }
+}
+
+// A bucket with versioning (enabled with mc): an overwritten key lists once and downloads as its newest
+// version, a deleted key is gone from the listing, and the server still holds the older versions.
+TEST_F(ClientTest, AVersionedBucketServesTheNewestVersion) {
+  testing::run_checked(server_.mc(std::string("version enable tp/") + S3Server::kBucket));
+  Client client(testing::test_connection(server_.endpoint()), testing::fast_retries());
+  put(client, scratch_, "versioned/a.txt", "first");
+  put(client, scratch_, "versioned/a.txt", "second");
+  put(client, scratch_, "versioned/b.txt", "deleted");
+  client.remove(S3Server::kBucket, "versioned/b.txt");
+  const Listing listing = client.list(S3Server::kBucket, "versioned/");
+  ASSERT_EQ(listing.objects.size(), 1u);
+  EXPECT_EQ(listing.objects[0].key, "versioned/a.txt");
+  client.download(S3Server::kBucket, {{listing.objects[0], scratch_ / "a.txt"}});
+  EXPECT_EQ(read_all(scratch_ / "a.txt"), "second");
+  const std::string versions =
+      testing::run_checked(server_.mc(std::string("ls --versions tp/") + S3Server::kBucket + "/versioned/"));
+  EXPECT_EQ(std::count(versions.begin(), versions.end(), '\n'), 4) << versions;  // 2 of a, b and its deletion
+}
+
 // Peak memory stays far below the object size: bodies stream to disk.
 TEST_F(ClientTest, MemoryStaysBoundedOnALargeTransfer) {
   auto settings = testing::fast_retries();
@@ -213,7 +289,7 @@ TEST(TlsTest, VerifiesCertificatesAndAcceptsACustomCa) {
 
 class FaultTest : public ClientTest {
  protected:
-  // Uploads straight to s3rver, then returns a client that talks through a proxy with these faults.
+  // Uploads straight to MinIO, then returns a client that talks through a proxy with these faults.
   std::unique_ptr<Client> client_through(const std::string& rules, std::unique_ptr<FaultProxy>& proxy,
                                          TransferSettings settings = testing::fast_retries()) {
     proxy = std::make_unique<FaultProxy>(server_.port(), rules);
@@ -289,7 +365,7 @@ TEST_F(FaultTest, PersistentFailureIsRetryableAndNamesKeyAndCause) {
     EXPECT_NE(message.find("s3://test-bucket/data/object.bin"), std::string::npos) << message;
     EXPECT_NE(message.find("x-amz-checksum"), std::string::npos) << message;
     EXPECT_NE(message.find("5 attempts"), std::string::npos) << message;
-    EXPECT_EQ(message.find("S3RVER"), std::string::npos) << "the secret must not appear";
+    EXPECT_EQ(message.find(S3Server::kSecretKey), std::string::npos) << "the secret must not appear";
   }
   EXPECT_FALSE(fs::exists(scratch_ / "got.bin"));
   for (const auto& entry : fs::directory_iterator(scratch_.path())) {

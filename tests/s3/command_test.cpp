@@ -1,4 +1,4 @@
-// `trainpoint s3 ls|cp|sync` through run_s3_command, against s3rver.
+// `trainpoint s3 ls|cp|sync` through run_s3_command, against MinIO.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,7 +36,8 @@ class CommandTest : public ::testing::Test {
  protected:
   // Runs the command with the server's endpoint and keys; returns what it printed.
   std::string run(std::vector<std::string> args) {
-    testing::write_text(scratch_ / "keys", "AWS_ACCESS_KEY_ID=S3RVER\nAWS_SECRET_ACCESS_KEY=S3RVER\n");
+    testing::write_text(scratch_ / "keys", std::string("AWS_ACCESS_KEY_ID=") + testing::S3Server::kAccessKey +
+                                                "\nAWS_SECRET_ACCESS_KEY=" + testing::S3Server::kSecretKey + "\n");
     const std::vector<std::string> options = {"--endpoint", server_.endpoint(), "--credentials",
                                               (scratch_ / "keys").string()};
     args.insert(args.end(), options.begin(), options.end());
@@ -109,7 +110,7 @@ TEST_F(CommandTest, CopyPrintsASummaryAndAProgressLineOnATerminal) {
       << summary;
 
   // script(1) gives the command a pseudo-terminal, as a user's shell would.
-  const std::string copy = "AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER " + testing::trainpoint_binary() +
+  const std::string copy = testing::S3Server::key_environment() + " " + testing::trainpoint_binary() +
                            " s3 cp --recursive --endpoint " + server_.endpoint() + " " + (scratch_ / "up").string() +
                            " s3://test-bucket/shown/";
   const auto on_terminal = testing::run_command("script -qec " + testing::shell_quote(copy) + " /dev/null");

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An HTTP proxy for the S3 tests that injects faults in front of s3rver.
+"""An HTTP proxy for the S3 tests that injects faults in front of the test S3 server (MinIO).
 
 usage: fault_proxy.py LISTEN_PORT UPSTREAM_PORT RULES_JSON REQUEST_LOG
 
@@ -10,7 +10,8 @@ matching a rule with times left gets fault F instead of (or on top of) the upstr
   truncate   status, headers (full Content-Length) and half the body, then a clean close
   stall      status, headers and half the body, then silence
   corrupt    the whole body with one byte flipped
-  bad_checksum  the upstream answer plus a wrong x-amz-checksum-crc32 header
+  bad_checksum  the upstream answer with every x-amz-checksum-* value it sent made wrong (a wrong
+             x-amz-checksum-crc32 header added when it sent none)
 "times": -1 means every time. An optional "probability" (0..1) applies the rule to only that share of
 the matching requests (random, seeded by FAULT_PROXY_SEED when set): scripts/fault-suite's 30% fault rate.
 Each request is logged as "METHOD PATH RANGE FAULT".
@@ -74,10 +75,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if fault == "corrupt" and data:
             data = bytes([data[0] ^ 0xFF]) + data[1:]
         self.send_response(response.status)
+        checksums = 0
         for name, value in response.getheaders():
-            if name.lower() not in ("connection", "transfer-encoding", "keep-alive", "date", "server"):
-                self.send_header(name, value)
-        if fault == "bad_checksum":
+            if name.lower() in ("connection", "transfer-encoding", "keep-alive", "date", "server"):
+                continue
+            if fault == "bad_checksum" and name.lower().startswith("x-amz-checksum-") and name.lower() != "x-amz-checksum-type":
+                value = ("B" if value[0] == "A" else "A") + value[1:]  # same length, another value
+                checksums += 1
+            self.send_header(name, value)
+        if fault == "bad_checksum" and checksums == 0:
             self.send_header("x-amz-checksum-crc32", "AAAAAA==")
         self.end_headers()
         if self.command == "HEAD":

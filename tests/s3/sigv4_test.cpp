@@ -89,8 +89,27 @@ TEST(ChecksumTest, KnownVectors) {
   };
   EXPECT_EQ(run(Digest::Algorithm::crc32), "cbf43926");
   EXPECT_EQ(run(Digest::Algorithm::crc32c), "e3069283");
+  EXPECT_EQ(run(Digest::Algorithm::crc64nvme), "ae8b14860a799888");  // CRC-64/NVME's check value
   EXPECT_EQ(run(Digest::Algorithm::md5), "25f9e794323b453885f5181f1b624d0b");
   EXPECT_EQ(base64("Hello"), "SGVsbG8=");
+}
+
+// A CRC fed in two pieces, and two CRCs combined, equal the CRC of the whole: how multipart uploads and
+// ranged downloads get an object's checksum.
+TEST(ChecksumTest, CrcsContinueAndCombine) {
+  const std::string text = "123456789 and some more bytes";
+  for (const auto algorithm : {Digest::Algorithm::crc64nvme, Digest::Algorithm::crc32c}) {
+    Digest whole(algorithm);
+    whole.update(text.data(), text.size());
+    const std::string expected = whole.finish();
+    Digest first(algorithm), second(algorithm), continued(algorithm);
+    first.update(text.data(), 9);
+    second.update(text.data() + 9, text.size() - 9);
+    continued.update(text.data(), 9);
+    continued.update(text.data() + 9, text.size() - 9);
+    EXPECT_EQ(hex(continued.finish()), hex(expected));
+    EXPECT_EQ(hex(concatenate_crc(algorithm, first.finish(), second.finish(), text.size() - 9)), hex(expected));
+  }
 }
 
 // A Python interpreter with botocore: Debian's python3-botocore, or the one the awscli runs on.

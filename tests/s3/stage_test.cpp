@@ -1,4 +1,4 @@
-// stage(): sharding, the cache across restarts, and uploads of outputs, against s3rver.
+// stage(): sharding, the cache across restarts, and uploads of outputs, against MinIO.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -53,7 +53,8 @@ class StageTest : public ::testing::Test {
   testing::TempDir scratch_;
   fs::path credentials_file_ = [this] {
     testing::write_text(scratch_ / "minio-test",
-                        "export MINIO_ACCESS_KEY=S3RVER\nexport MINIO_SECRET_KEY=S3RVER\n");
+                        std::string("export MINIO_ACCESS_KEY=") + S3Server::kAccessKey +
+                            "\nexport MINIO_SECRET_KEY=" + S3Server::kSecretKey + "\n");
     return scratch_ / "minio-test";
   }();
 };

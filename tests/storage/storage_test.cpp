@@ -29,8 +29,8 @@ class StorageTest : public ::testing::Test {
  protected:
   void SetUp() override {
     setenv("AWS_ENDPOINT_URL", server_.endpoint().c_str(), 1);
-    setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);
-    setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
+    setenv("AWS_ACCESS_KEY_ID", S3Server::kAccessKey, 1);
+    setenv("AWS_SECRET_ACCESS_KEY", S3Server::kSecretKey, 1);
     spec_ = spec::load_string("[data]\nsource = \"data\"\n[model]\narch = \"mlp\"\n", {}, "test.toml").spec;
   }
   void TearDown() override {
