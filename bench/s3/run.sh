@@ -116,7 +116,8 @@ upload_cmd[trainpoint]="$trainpoint cp $src/large/blob.bin s3://bench/up-trainpo
 upload_cmd[s5cmd]="$s5cmd cp $src/large/blob.bin s3://bench/up-s5cmd/blob.bin"
 upload_cmd[awscli]="$venv/bin/aws s3 cp --quiet $src/large/blob.bin s3://bench/up-awscli/blob.bin"
 upload_cmd[boto3]="${boto3[*]} upload bench up-boto3/ $src/large 8"
-upload_cmd[rclone]="env -u AWS_CA_BUNDLE rclone copy ${rclone_remote[*]} $src/large :s3:bench/up-rclone"
+# --ignore-times: rclone would skip a file the destination already has with the same size and time.
+upload_cmd[rclone]="env -u AWS_CA_BUNDLE rclone copy ${rclone_remote[*]} --ignore-times $src/large :s3:bench/up-rclone"
 upload_cmd[curl]="${curl_signed[*]} -K $upload_config"
 tools=(trainpoint s5cmd awscli boto3 rclone curl)
 
@@ -160,7 +161,7 @@ done
 $s5cmd ls 's3://bench/up-*' | awk '{print $NF, $(NF-1)}' >&2
 
 mib=1024
-echo "MinIO $("$minio_bin/minio" --version | head -n 1 | awk '{print $3}'), s5cmd $(cat "$minio_bin/s5cmd.version"), $("$venv/bin/aws" --version 2>&1), boto3 $("$venv/bin/python" -c 'import boto3; print(boto3.__version__)'), $(rclone version | head -n 1), $(curl --version | head -n 1 | cut -d' ' -f1-2); $(nproc) cores; medians of $runs runs"
+echo "MinIO $(cat "$minio_bin/minio.version"), s5cmd $(cat "$minio_bin/s5cmd.version"), $("$venv/bin/aws" --version 2>&1), boto3 $("$venv/bin/python" -c 'import boto3; print(boto3.__version__)'), $(rclone version | head -n 1), $(curl --version | head -n 1 | cut -d' ' -f1-2); $(nproc) cores; medians of $runs runs"
 echo
 echo "| tool | ${small_count} x ${small_kib} KiB down: s | objects/s | 1 GiB down: s | MB/s | 1 GiB up: s | MB/s |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
