@@ -2,7 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <condition_variable>
+#include <deque>
 #include <exception>
+#include <mutex>
 
 namespace tp::telemetry {
 
@@ -10,100 +13,73 @@ double unix_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-Sinks::Sinks(std::vector<std::unique_ptr<Sink>> sinks, std::size_t capacity)
-    : sinks_(std::move(sinks)), failed_(sinks_.size(), false), capacity_(capacity) {
-  if (!sinks_.empty()) thread_ = std::thread([this] { run(); });
-}
+namespace {
 
-Sinks::~Sinks() {
-  if (!thread_.joinable()) return;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_one();
-  thread_.join();
-}
+struct ScalarsRecord {
+  std::int64_t step;
+  double wall_time;
+  Scalars values;
+};
+struct StartRecord {
+  HParams hparams;
+  double wall_time;
+};
+struct EndRecord {
+  bool success;
+  double wall_time;
+};
+struct FlushRecord {};
+using Record = std::variant<ScalarsRecord, StartRecord, EndRecord, FlushRecord>;
 
-void Sinks::push(Record record) {
-  if (sinks_.empty()) return;
+}  // namespace
+
+struct Sinks::State {
+  State(std::vector<std::unique_ptr<Sink>> all, std::size_t most)
+      : sinks(std::move(all)), failed(sinks.size(), false), capacity(most) {}
+
+  void push(Record record);
+  void deliver(const Record& record);
+
+  std::vector<std::unique_ptr<Sink>> sinks;
+  std::vector<bool> failed;  // under mutex
+  const std::size_t capacity;
+  std::mutex mutex;
+  std::condition_variable wake;  // a record, or stopping
+  std::condition_variable done;  // written grew, or the thread finished
+  std::deque<Record> queue;
+  std::uint64_t pushed = 0;    // records queued so far
+  std::uint64_t written = 0;   // records the thread has finished with
+  std::uint64_t behind = 0;    // a flush that a wait gave up on: no waiting until it is written
+  bool dropping_warned = false;
+  bool stopping = false;
+  bool finished = false;
+};
+
+void Sinks::State::push(Record record) {
+  if (sinks.empty()) return;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (queue_.size() >= capacity_) {
-      if (!dropping_warned_) {
-        dropping_warned_ = true;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (queue.size() >= capacity) {
+      if (!dropping_warned) {
+        dropping_warned = true;
         spdlog::warn("{} records wait to be written to {}: the writer falls behind, and records are dropped "
-                     "until it catches up (training goes on)", queue_.size(), sinks_.front()->name());
+                     "until it catches up (training goes on)", queue.size(), sinks.front()->name());
       }
       return;
     }
-    queue_.push_back(std::move(record));
-    ++pushed_;
+    queue.push_back(std::move(record));
+    ++pushed;
   }
-  wake_.notify_one();
+  wake.notify_one();
 }
 
-void Sinks::scalars(std::int64_t step, Scalars values) {
-  push(ScalarsRecord{step, unix_seconds(), std::move(values)});
-}
-
-void Sinks::run_started(HParams hparams) {
-  push(StartRecord{std::move(hparams), unix_seconds()});
-}
-
-void Sinks::run_ended(bool success) {
-  push(EndRecord{success, unix_seconds()});
-}
-
-void Sinks::flush() {
-  push(FlushRecord{});
-}
-
-bool Sinks::flush_and_wait(std::chrono::milliseconds timeout) {
-  if (sinks_.empty()) return true;
-  flush();
-  std::unique_lock<std::mutex> lock(mutex_);
-  const std::uint64_t target = pushed_;
-  return done_.wait_for(lock, timeout, [&] { return written_ >= target; });
-}
-
-std::vector<std::filesystem::path> Sinks::files() const {
-  std::vector<std::filesystem::path> all;
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (std::size_t i = 0; i < sinks_.size(); ++i) {
-    if (failed_[i]) continue;
-    for (auto& file : sinks_[i]->files()) {
-      std::error_code error;
-      if (std::filesystem::exists(file, error)) all.push_back(std::move(file));  // written once records came
-    }
-  }
-  return all;
-}
-
-void Sinks::run() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  for (;;) {
-    wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) break;  // stopping, with everything written
-    Record record = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
-    deliver(record);
-    lock.lock();
-    ++written_;
-    done_.notify_all();
-  }
-  lock.unlock();
-  deliver(FlushRecord{});  // the last records reach the disk before the sinks close
-}
-
-void Sinks::deliver(const Record& record) {
-  for (std::size_t i = 0; i < sinks_.size(); ++i) {
+void Sinks::State::deliver(const Record& record) {
+  for (std::size_t i = 0; i < sinks.size(); ++i) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (failed_[i]) continue;
+      std::lock_guard<std::mutex> lock(mutex);
+      if (failed[i]) continue;
     }
-    Sink& sink = *sinks_[i];
+    Sink& sink = *sinks[i];
     try {
       if (const auto* values = std::get_if<ScalarsRecord>(&record)) {
         sink.scalars(values->step, values->wall_time, values->values);
@@ -116,10 +92,91 @@ void Sinks::deliver(const Record& record) {
       }
     } catch (const std::exception& error) {
       spdlog::warn("{}: {}; it gets no more records of this run (training goes on)", sink.name(), error.what());
-      std::lock_guard<std::mutex> lock(mutex_);
-      failed_[i] = true;
+      std::lock_guard<std::mutex> lock(mutex);
+      failed[i] = true;
     }
   }
+}
+
+Sinks::Sinks(std::vector<std::unique_ptr<Sink>> sinks, std::size_t capacity, std::chrono::milliseconds close_wait)
+    : state_(std::make_shared<State>(std::move(sinks), capacity)), close_wait_(close_wait) {
+  if (!state_->sinks.empty()) thread_ = std::thread(run, state_);
+}
+
+Sinks::~Sinks() {
+  if (!thread_.joinable()) return;
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  state_->stopping = true;
+  state_->wake.notify_one();
+  if (state_->done.wait_for(lock, close_wait_, [&] { return state_->finished; })) {
+    lock.unlock();
+    thread_.join();
+    return;
+  }
+  spdlog::warn("{} has not written the run's last records after {}s: the process ends without them",
+               state_->sinks.front()->name(), std::chrono::duration<double>(close_wait_).count());
+  lock.unlock();
+  thread_.detach();  // it holds the state; the process's end stops it
+}
+
+void Sinks::scalars(std::int64_t step, Scalars values) {
+  state_->push(ScalarsRecord{step, unix_seconds(), std::move(values)});
+}
+
+void Sinks::run_started(HParams hparams) {
+  state_->push(StartRecord{std::move(hparams), unix_seconds()});
+}
+
+void Sinks::run_ended(bool success) {
+  state_->push(EndRecord{success, unix_seconds()});
+}
+
+void Sinks::flush() {
+  state_->push(FlushRecord{});
+}
+
+bool Sinks::flush_and_wait(std::chrono::milliseconds timeout) {
+  if (state_->sinks.empty()) return true;
+  flush();
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  const std::uint64_t target = state_->pushed;
+  if (state_->written < state_->behind) return false;
+  if (state_->done.wait_for(lock, timeout, [&] { return state_->written >= target; })) return true;
+  state_->behind = target;
+  return false;
+}
+
+std::vector<std::filesystem::path> Sinks::files() const {
+  std::vector<std::filesystem::path> all;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  for (std::size_t i = 0; i < state_->sinks.size(); ++i) {
+    if (state_->failed[i]) continue;
+    for (auto& file : state_->sinks[i]->files()) {
+      std::error_code error;
+      if (std::filesystem::exists(file, error)) all.push_back(std::move(file));  // written once records came
+    }
+  }
+  return all;
+}
+
+void Sinks::run(const std::shared_ptr<State>& state) {
+  std::unique_lock<std::mutex> lock(state->mutex);
+  for (;;) {
+    state->wake.wait(lock, [&] { return state->stopping || !state->queue.empty(); });
+    if (state->queue.empty()) break;  // stopping, with everything written
+    Record record = std::move(state->queue.front());
+    state->queue.pop_front();
+    lock.unlock();
+    state->deliver(record);
+    lock.lock();
+    ++state->written;
+    state->done.notify_all();
+  }
+  lock.unlock();
+  state->deliver(FlushRecord{});  // the last records reach the disk before the sinks close
+  lock.lock();
+  state->finished = true;
+  state->done.notify_all();
 }
 
 }  // namespace tp::telemetry

@@ -5,14 +5,11 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -51,57 +48,34 @@ class Sink {
 
 class Sinks {
  public:
-  // At most `capacity` records wait for the thread; more are dropped.
-  explicit Sinks(std::vector<std::unique_ptr<Sink>> sinks, std::size_t capacity = 4096);
-  // Writes what is queued and joins the thread.
+  // At most `capacity` records wait for the thread; more are dropped. `close_wait`: how long the destructor
+  // waits for the thread to write what is queued.
+  explicit Sinks(std::vector<std::unique_ptr<Sink>> sinks, std::size_t capacity = 4096,
+                 std::chrono::milliseconds close_wait = std::chrono::seconds(30));
+  // Writes what is queued and joins the thread; a thread still writing after `close_wait` (a sink stuck in a
+  // write) is left to finish alone, with a warning, so that the process can end.
   ~Sinks();
   Sinks(const Sinks&) = delete;
   Sinks& operator=(const Sinks&) = delete;
 
-  bool empty() const { return sinks_.empty(); }
   void scalars(std::int64_t step, Scalars values);
   void run_started(HParams hparams);
   void run_ended(bool success);
   // Asks the thread to flush every sink once it has written what is queued; returns at once.
   void flush();
   // Flushes and waits up to `timeout` for it; returns whether every record given so far was written (or
-  // dropped by a failed sink). For a read point that publishes the sinks' files.
+  // dropped by a failed sink). For a read point that publishes the sinks' files. Once a wait has run out, the
+  // next ones do not wait until the thread has caught up: a stuck sink delays one read point, not each.
   bool flush_and_wait(std::chrono::milliseconds timeout);
-  // The files of the sinks that have not failed.
+  // The files of the sinks that have not failed, once they exist.
   std::vector<std::filesystem::path> files() const;
 
  private:
-  struct ScalarsRecord {
-    std::int64_t step;
-    double wall_time;
-    Scalars values;
-  };
-  struct StartRecord {
-    HParams hparams;
-    double wall_time;
-  };
-  struct EndRecord {
-    bool success;
-    double wall_time;
-  };
-  struct FlushRecord {};
-  using Record = std::variant<ScalarsRecord, StartRecord, EndRecord, FlushRecord>;
+  struct State;
+  static void run(const std::shared_ptr<State>& state);
 
-  void push(Record record);
-  void run();
-  void deliver(const Record& record);
-
-  std::vector<std::unique_ptr<Sink>> sinks_;
-  std::vector<bool> failed_;  // the thread's; read under mutex_ by files()
-  const std::size_t capacity_;
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  std::condition_variable done_;
-  std::deque<Record> queue_;
-  std::uint64_t pushed_ = 0;   // records queued so far
-  std::uint64_t written_ = 0;  // records the thread has finished with
-  bool dropping_warned_ = false;
-  bool stopping_ = false;
+  std::shared_ptr<State> state_;  // shared with the thread, which may outlive this (see the destructor)
+  const std::chrono::milliseconds close_wait_;
   std::thread thread_;
 };
 

@@ -239,7 +239,7 @@ class Fit {
     if (environment_.publish) environment_.publish(file);
   }
   // The sinks' files, once what was recorded so far is written (or the wait ran out).
-  void publish_sinks() const;
+  void publish_sinks();
 
   torch::jit::Module& model_;
   const data::Datasets& data_;
@@ -272,6 +272,7 @@ class Fit {
   std::optional<bool> body_frozen_;
   std::unique_ptr<MetricsLog> metrics_;  // rank 0
   std::unique_ptr<telemetry::Sinks> sinks_;  // rank 0: the records' other destinations (log.tensorboard)
+  bool sinks_behind_warned_ = false;
   std::optional<RunMonitor> monitor_;
   SampleTrace trace_;
   ReadPoints reads_;
@@ -639,11 +640,11 @@ void Fit::end_epoch(const TrainedEpoch& epoch) {
   ++result_.epochs_run;
 }
 
-void Fit::publish_sinks() const {
+void Fit::publish_sinks() {
   if (!environment_.publish) return;
-  if (!sinks_->flush_and_wait(kSinkFlushWait)) {
-    spdlog::warn("the run's records are not all written to {} after {}s: publishing what is there",
-                 "the sinks", kSinkFlushWait.count());
+  if (!sinks_->flush_and_wait(kSinkFlushWait) && !std::exchange(sinks_behind_warned_, true)) {
+    spdlog::warn("the run's records are not all written to its TensorBoard files after {}s: publishing what is "
+                 "there (training goes on)", kSinkFlushWait.count());
   }
   for (const fs::path& file : sinks_->files()) publish(file);
 }

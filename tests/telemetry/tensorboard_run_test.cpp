@@ -201,7 +201,7 @@ TEST_F(TensorBoardRun, TensorBoardReadsEveryStepAndEpochWithTheRecordsValuesAndT
   EXPECT_EQ(read["end_status"], "STATUS_SUCCESS") << read.dump();
 }
 
-TEST_F(TensorBoardRun, ARestartThatRepeatsStepsLeavesEachStepOnceWithTheNewValues) {
+TEST_F(TensorBoardRun, ARestartThatRepeatsStepsShowsEachStepOnceWithTheRecordsValues) {
   ASSERT_EQ(train().exit_code, 0);
   // The last epoch's checkpoint lost: the restart resumes after epoch 1 (step 4) and trains steps 5-8 again,
   // into a new event file, while the first file still holds its own steps 5-8.

@@ -206,6 +206,23 @@ TEST(Sinks, ASlowSinkNeverBlocksTheCallerAndDropsWhatOverflowsWithOneWarning) {
   EXPECT_EQ(log.count("records are dropped"), 1) << log.text();
 }
 
+TEST(Sinks, ASinkStuckInAWriteDelaysOneReadPointAndNotTheEnd) {
+  CapturedLog log;
+  static std::atomic<int> calls{0};  // the stuck thread outlives the test's frame
+  std::vector<std::unique_ptr<Sink>> sinks;
+  sinks.push_back(std::make_unique<CountingSink>(calls, false, 3s));
+  auto all = std::make_unique<Sinks>(std::move(sinks), 8, /*close_wait=*/200ms);
+  all->scalars(1, {{"train/loss", 1.0}});
+  EXPECT_FALSE(all->flush_and_wait(100ms));
+  auto started = std::chrono::steady_clock::now();
+  EXPECT_FALSE(all->flush_and_wait(10s)) << "behind since the last wait: no waiting";
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 100ms);
+  started = std::chrono::steady_clock::now();
+  all.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 1s) << "the end waits close_wait, not for the sink";
+  EXPECT_EQ(log.count("Counting has not written the run's last records after 0.2s"), 1) << log.text();
+}
+
 TEST(Sinks, FilesAreThoseOfSinksThatWroteAndDidNotFail) {
   testing::TempDir dir;
   std::vector<std::unique_ptr<Sink>> sinks;
