@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <png.h>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -80,6 +81,22 @@ Curves expected_curves(const fs::path& output) {
     add("valid/mse", at, epoch["mse"]);
   }
   return curves;
+}
+
+// The pixels of a PNG file near a colour (anti-aliasing blends the edges of lines), below `top` (TensorBoard's
+// header bar is orange too).
+std::size_t pixels_near(const fs::path& file, int r, int g, int b, png_uint_32 top) {
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_file(&image, file.c_str())) throw std::runtime_error(image.message);
+  image.format = PNG_FORMAT_RGB;
+  std::vector<unsigned char> rgb(PNG_IMAGE_SIZE(image));
+  if (!png_image_finish_read(&image, nullptr, rgb.data(), 0, nullptr)) throw std::runtime_error(image.message);
+  std::size_t n = 0;
+  for (std::size_t i = std::size_t{top} * image.width * 3; i + 2 < rgb.size(); i += 3) {
+    if (std::abs(rgb[i] - r) + std::abs(rgb[i + 1] - g) + std::abs(rgb[i + 2] - b) < 30) ++n;
+  }
+  return n;
 }
 
 // A git repository of generated images and a spec for a short image classification run: 2 classes of 40
@@ -269,8 +286,8 @@ TEST_F(TensorBoardRun, AnS3OutputGetsTheEventFilesOfEachPodAndTheCurvesGoOnAcros
   EXPECT_EQ(read["end_status"], "STATUS_SUCCESS") << read.dump();
 }
 
-TEST_F(TensorBoardRun, TensorBoardServesTheRunningJobsScalarsOnLoopback) {
-  ASSERT_EQ(train("--set train.epochs=1").exit_code, 0);
+TEST_F(TensorBoardRun, ATensorBoardServerOnLoopbackServesTheRunAndChromiumDrawsItsCurves) {
+  ASSERT_EQ(train("--set train.epochs=5").exit_code, 0);
   const int port = testing::free_port();
   testing::BackgroundProcess server(shell_quote(python_) + " -m tensorboard.main --logdir " +
                                         shell_quote(tensorboard_dir().string()) +
@@ -294,8 +311,23 @@ TEST_F(TensorBoardRun, TensorBoardServesTheRunningJobsScalarsOnLoopback) {
   const auto scalars = testing::http_get(base + "/data/plugin/scalars/scalars?run=.&tag=train%2Floss");
   ASSERT_EQ(scalars.status, 200) << scalars.body;
   const json points = json::parse(scalars.body);  // [[wall_time, step, value], ...]
-  ASSERT_EQ(points.size(), 4u) << points.dump();
-  EXPECT_EQ(points[3][1], 4) << points.dump();
+  ASSERT_EQ(points.size(), 20u) << points.dump();
+  EXPECT_EQ(points.back()[1], 20) << points.dump();
+
+  // The scalars page in Chromium: the loss curves drawn in the run's colour (TensorBoard's first, #ff7043).
+  ASSERT_EQ(testing::run_command("command -v chromium").exit_code, 0)
+      << "chromium is not installed: scripts/install-deps --tests installs it (scripts/deps/debian-test.txt)";
+  const fs::path screenshot = dir_ / "tensorboard.png";
+  const auto shot = testing::run_command(
+      "timeout 120 chromium --headless --no-sandbox --enable-unsafe-swiftshader --disable-dev-shm-usage "
+      "--hide-scrollbars --user-data-dir=" + shell_quote((dir_ / "profile").string()) +
+      " --window-size=1600,1100 --virtual-time-budget=30000 --screenshot=" + shell_quote(screenshot.string()) + " " +
+      shell_quote(base + "/?darkMode=false#scalars&tagFilter=loss&_smoothingWeight=0"));
+  ASSERT_EQ(shot.exit_code, 0) << shot.output;
+  ASSERT_TRUE(fs::exists(screenshot)) << shot.output;
+  if (const char* keep = std::getenv("TP_KEEP_TENSORBOARD_SCREENSHOT"))
+    fs::copy_file(screenshot, keep, fs::copy_options::overwrite_existing);
+  EXPECT_GT(pixels_near(screenshot, 0xff, 0x70, 0x43, 80), 1000u) << "the curves were drawn";
 }
 
 TEST_F(TensorBoardRun, TurnedOffItWritesNothing) {
