@@ -29,7 +29,8 @@ FROM debian:bookworm AS cpu-build
 RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       build-essential cmake ninja-build pkg-config libtorch-dev libgloo-dev libopenblas0-pthread libgit2-dev \
       libcurl4-openssl-dev libssl-dev libtomlplusplus-dev libcxxopts-dev libspdlog-dev nlohmann-json3-dev \
-      libpng-dev libturbojpeg0-dev libjpeg-dev libcsv-dev libpugixml-dev zlib1g-dev libcrcutil-dev libyaml-cpp-dev libcpp-httplib-dev \
+      libpng-dev libturbojpeg0-dev libjpeg-dev libcsv-dev libpugixml-dev zlib1g-dev libyaml-cpp-dev libcpp-httplib-dev \
+      libprotobuf-dev protobuf-compiler libcrcutil-dev \
     && rm -rf /var/lib/apt/lists/*
 COPY CMakeLists.txt /src/CMakeLists.txt
 COPY cmake /src/cmake
@@ -49,7 +50,8 @@ FROM cpu-${BINARY_FROM} AS cpu-binary
 FROM debian:bookworm AS cpu
 RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       ca-certificates libtorch1.13 libopenblas0-pthread libgit2-1.5 libcurl4 libssl3 libtomlplusplus3 \
-      libspdlog1.10 libfmt9 libpng16-16 libturbojpeg0 libjpeg62-turbo libcsv3 libpugixml1v5 libyaml-cpp0.7 zlib1g libcrcutil0 libcpp-httplib0.11 \
+      libspdlog1.10 libfmt9 libpng16-16 libturbojpeg0 libjpeg62-turbo libcsv3 libpugixml1v5 libyaml-cpp0.7 zlib1g libcpp-httplib0.11 \
+      libprotobuf32 libcrcutil0 \
       python3-torch python3-venv python3-pip \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --create-home --uid 1000 --user-group trainpoint
@@ -69,7 +71,8 @@ ARG TORCH_VERSION
 RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       build-essential cmake ninja-build pkg-config python3-venv ca-certificates libgit2-dev libcurl4-openssl-dev \
       libssl-dev libtomlplusplus-dev libcxxopts-dev libspdlog-dev nlohmann-json3-dev libpng-dev \
-      libturbojpeg0-dev libjpeg-dev libcsv-dev libpugixml-dev zlib1g-dev libcrcutil-dev libyaml-cpp-dev libcpp-httplib-dev \
+      libturbojpeg0-dev libjpeg-dev libcsv-dev libpugixml-dev zlib1g-dev libyaml-cpp-dev libcpp-httplib-dev \
+      libprotobuf-dev protobuf-compiler libcrcutil-dev \
     && rm -rf /var/lib/apt/lists/*
 RUN python3 -m venv /opt/venv \
     && /opt/venv/bin/pip install --no-cache-dir --index-url "$TORCH_INDEX" "torch==$TORCH_VERSION"
@@ -86,7 +89,8 @@ RUN cmake -S /src -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
 FROM ${CUDA_RUNTIME_IMAGE} AS gpu
 RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       ca-certificates python3 libgit2-1.7 libcurl4t64 libssl3t64 libtomlplusplus3t64 libspdlog1.12 libfmt9 \
-      libpng16-16t64 libturbojpeg libjpeg-turbo8 libcsv3 libpugixml1v5 libyaml-cpp0.8 zlib1g libcrcutil0 libgomp1 libcpp-httplib0.14t64 \
+      libpng16-16t64 libturbojpeg libjpeg-turbo8 libcsv3 libpugixml1v5 libyaml-cpp0.8 zlib1g libgomp1 libcpp-httplib0.14t64 \
+      libprotobuf32t64 libcrcutil0 \
       python3-venv python3-pip \
     && rm -rf /var/lib/apt/lists/* \
     && (userdel --remove ubuntu 2>/dev/null || true) \

@@ -300,6 +300,16 @@ std::vector<Setting> declare_all() {
           .doc("Checkpoints kept; older ones are deleted, from an s3:// job.output too."),
       Declare("checkpoint.resume", &Spec::checkpoint, &CheckpointSpec::resume).fallback("auto").choices({"auto", "never"})
           .doc("auto: continue from the newest valid checkpoint in the output directory. never: start afresh."),
+      // [log]
+      Declare("log.tensorboard", &Spec::log, &LogSpec::tensorboard).fallback(true)
+          .doc("Write TensorBoard event files into <job.output>/tensorboard/ (rank 0): per step the training loss, "
+               "lr and where the step's time went; per epoch the training and validation loss, every validation "
+               "metric, lr and images (or rows) per second; the run's settings and its end in the hparams "
+               "plugin, so that runs compare in the HParams tab. Flushed at every read point and epoch end, "
+               "uploaded with the other outputs to an s3:// job.output; a restarted run writes a new file whose "
+               "curves go on from the checkpoint's step. Written by a thread of its own: a failure is one "
+               "warning and training goes on. `tensorboard --logdir <job.output>/tensorboard` shows it "
+               "(docs/training.md)."),
       // [k8s]
       Declare("k8s.kind", &Spec::k8s, &K8sSpec::kind).fallback("pytorchjob").choices({"pytorchjob", "trainjob"})
           .doc("render-job: a Kubeflow PyTorchJob (kubeflow.org/v1, training-operator v1.9) or a Kubeflow Trainer "

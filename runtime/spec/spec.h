@@ -140,6 +140,11 @@ struct CheckpointSpec {
   std::string resume;  // auto | never
 };
 
+// Where the run's records go besides metrics.jsonl and steps.jsonl (runtime/telemetry's sinks).
+struct LogSpec {
+  bool tensorboard;  // TensorBoard event files in <job.output>/tensorboard/
+};
+
 // Kubernetes settings of `trainpoint render-job` (runtime/k8s); `run` ignores them.
 struct K8sSpec {
   std::string kind;  // pytorchjob | trainjob
@@ -168,6 +173,7 @@ struct Spec {
   TrainSpec train;
   DistSpec dist;
   CheckpointSpec checkpoint;
+  LogSpec log;
   K8sSpec k8s;
 };
 

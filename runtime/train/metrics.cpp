@@ -87,6 +87,32 @@ json json_number(double value) {
   return std::isnan(value) ? json(nullptr) : json(value);
 }
 
+NamedValues step_values(const StepRecord& s) {
+  NamedValues values{{"train/loss", s.train_loss}, {"train/lr", s.lr}};
+  if (!std::isnan(s.seconds)) {
+    values.emplace_back("step_time/step_s", s.seconds);
+    for (std::size_t part = 0; part < kStepParts; ++part) {
+      values.emplace_back(std::string("step_time/") + step_part_name(static_cast<StepPart>(part)) + "_s",
+                          s.times.seconds[part]);
+    }
+  }
+  return values;
+}
+
+NamedValues epoch_values(const EpochMetrics& m, double samples_per_second, bool images) {
+  return {{"train/epoch_loss", m.train_loss},
+          {"epoch/epoch", static_cast<double>(m.epoch)},
+          {"epoch/seconds", m.seconds},
+          {"epoch/lr", m.lr},
+          {"valid/loss", m.valid_loss},
+          {"valid/accuracy", m.valid_accuracy},
+          {"valid/error_rate", m.error_rate},
+          {"valid/top_k_accuracy", m.top_k_accuracy},
+          {"valid/mae", m.mae},
+          {"valid/mse", m.mse},
+          {images ? "throughput/images_per_s" : "throughput/rows_per_s", samples_per_second}};
+}
+
 std::string describe_validation(const EpochMetrics& m, std::int64_t top_k) {
   std::string text;
   auto add = [&](const std::string& name, double value) {

@@ -8,6 +8,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "train/step_time.h"
@@ -54,6 +55,15 @@ struct LrFindPoint {
 
 // A metric for JSON: null when it does not apply (NaN).
 nlohmann::json json_number(double value);
+
+// The records as named values for the sinks (telemetry/sinks.h: TensorBoard's tags), NaN where a metric does not
+// apply. A step: train/loss, train/lr, step_time/step_s and step_time/<part>_s (steps.jsonl's keys). An epoch, at
+// its last step: train/epoch_loss, epoch/epoch, epoch/seconds, epoch/lr, valid/loss, valid/accuracy,
+// valid/error_rate, valid/top_k_accuracy, valid/mae, valid/mse (metrics.jsonl's), and the throughput of all
+// ranks, throughput/images_per_s (image data) or throughput/rows_per_s (tables).
+using NamedValues = std::vector<std::pair<std::string, double>>;
+NamedValues step_values(const StepRecord& record);
+NamedValues epoch_values(const EpochMetrics& metrics, double samples_per_second, bool images);
 
 // The validation metrics that apply, as "valid_loss 0.1234 accuracy 0.9000 ..." for the epoch log line.
 std::string describe_validation(const EpochMetrics& metrics, std::int64_t top_k);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -25,6 +26,8 @@
 #include "dist/gradient_sync.h"
 #include "dist/topology.h"
 #include "model/model.h"
+#include "telemetry/sinks.h"
+#include "telemetry/tensorboard.h"
 #include "train/checkpoint.h"
 #include "train/evaluation.h"
 #include "train/monitor.h"
@@ -96,6 +99,33 @@ void wait_for_device(c10::Device device) {
 #else
   (void)device;
 #endif
+}
+
+// How long an epoch's end waits for the sinks to write its records before publishing their files: a sink that
+// hangs delays publishing, not training.
+constexpr std::chrono::seconds kSinkFlushWait{10};
+
+// The run's settings for the sinks' comparison of runs (TensorBoard's HParams tab): those that change what a run
+// computes, with train.epochs and the world size.
+telemetry::HParams hparams_of(const spec::Spec& spec, int world_size, std::int64_t global_batch) {
+  telemetry::HParams hparams;
+  for (const auto& [key, toml] : spec::run_settings(spec)) {
+    char* end = nullptr;
+    const double number = std::strtod(toml.c_str(), &end);
+    if (toml == "true" || toml == "false") {
+      hparams[key] = toml == "true";
+    } else if (!toml.empty() && end == toml.c_str() + toml.size()) {
+      hparams[key] = number;
+    } else if (toml.size() >= 2 && toml.front() == '"' && toml.back() == '"') {
+      hparams[key] = toml.substr(1, toml.size() - 2);
+    } else {
+      hparams[key] = toml;  // a list, as TOML writes it
+    }
+  }
+  hparams["train.epochs"] = static_cast<double>(spec.train.epochs);
+  hparams["world_size"] = static_cast<double>(world_size);
+  hparams["global_batch"] = static_cast<double>(global_batch);
+  return hparams;
 }
 
 // What the monitor needs to know of the run.
@@ -208,6 +238,8 @@ class Fit {
   void publish(const fs::path& file) const {
     if (environment_.publish) environment_.publish(file);
   }
+  // The sinks' files, once what was recorded so far is written (or the wait ran out).
+  void publish_sinks();
 
   torch::jit::Module& model_;
   const data::Datasets& data_;
@@ -239,6 +271,8 @@ class Fit {
   std::optional<dist::GradientSynchronizer> synchronizer_;
   std::optional<bool> body_frozen_;
   std::unique_ptr<MetricsLog> metrics_;  // rank 0
+  std::unique_ptr<telemetry::Sinks> sinks_;  // rank 0: the records' other destinations (log.tensorboard)
+  bool sinks_behind_warned_ = false;
   std::optional<RunMonitor> monitor_;
   SampleTrace trace_;
   ReadPoints reads_;
@@ -347,6 +381,12 @@ void Fit::start() {
                      ? fmt::format(" (train.lr {:g} x {:g}, linear scaling)", spec_.train.lr, global_batch_factor_)
                      : "");
     metrics_ = std::make_unique<MetricsLog>(output_dir_, position_.epochs_done, position_.step);
+    std::vector<std::unique_ptr<telemetry::Sink>> sinks;
+    if (spec_.log.tensorboard) {
+      sinks.push_back(std::make_unique<telemetry::TensorBoardSink>(output_dir_ / "tensorboard", position_.step));
+    }
+    sinks_ = std::make_unique<telemetry::Sinks>(std::move(sinks));
+    sinks_->run_started(hparams_of(spec_, communicator_.world_size(), global_batch_));
   }
   install_stop_handlers();
   monitor_.emplace(
@@ -489,8 +529,10 @@ void Fit::take_step(EpochSteps& epoch) {
   record.times = timed.times;
   for (const StepLosses::Step& read : epoch.losses.end_step(record, epoch.step_samples)) {
     if (metrics_) metrics_->write_step(read.record);
+    if (sinks_) sinks_->scalars(read.record.step, step_values(read.record));
     monitor_->step_done(read.record, read.samples, communicator_.stalled_ranks());
   }
+  if (sinks_ && read_point) sinks_->flush();
   epoch.trained.throughput.samples += static_cast<double>(epoch.step_samples * communicator_.world_size());
   epoch.trained.throughput.step_seconds += timed.seconds;
   epoch.trained.throughput.times += timed.times;
@@ -570,6 +612,10 @@ void Fit::end_epoch(const TrainedEpoch& epoch) {
   const std::vector<std::string> bad_files = all_bad_files(*data_.bad_files, communicator_);
   if (writer_) {
     metrics_->write_epoch(m);
+    const double per_second =
+        epoch.throughput.step_seconds > 0 ? epoch.throughput.samples / epoch.throughput.step_seconds : 0;
+    sinks_->scalars(m.step, epoch_values(m, per_second, spec::reads_images(spec_.data.format)));
+    sinks_->flush();
     const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
     write_report(output_dir_ / "report.html", {run_record(facts_, m, bad_files, elapsed), metrics_->steps(),
                                                metrics_->epochs(), spec_.train.epochs, top_k_, false});
@@ -587,10 +633,20 @@ void Fit::end_epoch(const TrainedEpoch& epoch) {
     for (const char* record : {"metrics.jsonl", "metrics.csv", "steps.jsonl", "report.html"}) {
       publish(output_dir_ / record);
     }
+    publish_sinks();
   }
   monitor_->epoch_done(m);
   result_.last = m;
   ++result_.epochs_run;
+}
+
+void Fit::publish_sinks() {
+  if (!environment_.publish) return;
+  if (!sinks_->flush_and_wait(kSinkFlushWait) && !std::exchange(sinks_behind_warned_, true)) {
+    spdlog::warn("the run's records are not all written to its TensorBoard files after {}s: publishing what is "
+                 "there (training goes on)", kSinkFlushWait.count());
+  }
+  for (const fs::path& file : sinks_->files()) publish(file);
 }
 
 FitResult Fit::finish() {
@@ -608,6 +664,8 @@ FitResult Fit::finish() {
     publish(output_dir_ / "report.html");
     publish(result_.model_file);
     publish(output_dir_ / "run.json");
+    sinks_->run_ended(true);
+    publish_sinks();
     spdlog::info("wrote {} and {}", result_.model_file.string(), (output_dir_ / "run.json").string());
   }
   monitor_->finished();

@@ -1,0 +1,354 @@
+// Real 2-rank trainpoint runs whose TensorBoard event files are read back by the real tensorboard package
+// (2.21, from PyPI: scripts/install-python-tools): every tag and step TensorBoard shows, each value equal to
+// metrics.jsonl's or steps.jsonl's, the hparams plugin's settings and end; a restart that repeats steps
+// without duplicates; a TensorBoard server on loopback answering its data API; a sink that cannot write costs
+// one warning.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <png.h>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <unistd.h>
+
+#include "support/background_process.h"
+#include "support/http.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
+#include "s3/s3_server.h"
+
+namespace tp {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace std::chrono_literals;
+using testing::run_checked;
+using testing::shell_quote;
+
+// The python3 of scripts/install-python-tools: $TRAINPOINT_PYTHON_TOOLS, else the venv in $TRAINPOINT_CACHE
+// (default /var/cache/trainpoint), as the script makes it.
+std::string tools_python() {
+  if (const char* set = std::getenv("TRAINPOINT_PYTHON_TOOLS"); set && *set) return set;
+  const char* cache = std::getenv("TRAINPOINT_CACHE");
+  return std::string(cache && *cache ? cache : "/var/cache/trainpoint") + "/python-tools/venv/bin/python3";
+}
+
+// Tag -> step -> value, as TensorBoard should show them.
+using Curves = std::map<std::string, std::map<std::int64_t, double>>;
+
+std::vector<json> json_lines(const fs::path& file) {
+  std::vector<json> lines;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+  return lines;
+}
+
+// What steps.jsonl and metrics.jsonl say TensorBoard should show (runtime/train/metrics.h, step_values and
+// epoch_values), null metrics left out; the throughput is checked apart (it is in no .jsonl).
+Curves expected_curves(const fs::path& output) {
+  Curves curves;
+  auto add = [&](const std::string& tag, std::int64_t step, const json& value) {
+    if (!value.is_null()) curves[tag][step] = value.get<double>();
+  };
+  for (const json& step : json_lines(output / "steps.jsonl")) {
+    const std::int64_t at = step["step"];
+    add("train/loss", at, step["train_loss"]);
+    add("train/lr", at, step["lr"]);
+    add("step_time/step_s", at, step["step_s"]);
+    for (const char* part : {"data_wait", "forward_backward", "allreduce", "optimizer", "checkpoint"}) {
+      add(std::string("step_time/") + part + "_s", at, step[std::string(part) + "_s"]);
+    }
+  }
+  for (const json& epoch : json_lines(output / "metrics.jsonl")) {
+    const std::int64_t at = epoch["step"];
+    add("train/epoch_loss", at, epoch["train_loss"]);
+    add("epoch/epoch", at, epoch["epoch"]);
+    add("epoch/seconds", at, epoch["seconds"]);
+    add("epoch/lr", at, epoch["lr"]);
+    add("valid/loss", at, epoch["valid_loss"]);
+    add("valid/accuracy", at, epoch["accuracy"]);
+    add("valid/error_rate", at, epoch["error_rate"]);
+    add("valid/top_k_accuracy", at, epoch["top_k_accuracy"]);
+    add("valid/mae", at, epoch["mae"]);
+    add("valid/mse", at, epoch["mse"]);
+  }
+  return curves;
+}
+
+// The pixels of a PNG file near a colour (anti-aliasing blends the edges of lines), below `top` (TensorBoard's
+// header bar is orange too).
+std::size_t pixels_near(const fs::path& file, int r, int g, int b, png_uint_32 top) {
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_file(&image, file.c_str())) throw std::runtime_error(image.message);
+  image.format = PNG_FORMAT_RGB;
+  std::vector<unsigned char> rgb(PNG_IMAGE_SIZE(image));
+  if (!png_image_finish_read(&image, nullptr, rgb.data(), 0, nullptr)) throw std::runtime_error(image.message);
+  std::size_t n = 0;
+  for (std::size_t i = std::size_t{top} * image.width * 3; i + 2 < rgb.size(); i += 3) {
+    if (std::abs(rgb[i] - r) + std::abs(rgb[i + 1] - g) + std::abs(rgb[i + 2] - b) < 30) ++n;
+  }
+  return n;
+}
+
+// A git repository of generated images and a spec for a short image classification run: 2 classes of 40
+// 16x16 images, 64 to train: 4 steps per epoch on each of 2 ranks.
+class TensorBoardRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    python_ = tools_python();
+    ASSERT_EQ(::access(python_.c_str(), X_OK), 0)
+        << python_ << " is missing: the tensorboard package's python comes from scripts/install-python-tools "
+        << "(scripts/test runs it), or set TRAINPOINT_PYTHON_TOOLS to a python3 that has tensorboard 2.21";
+    repo_ = dir_ / "repo";
+    run_checked(std::string(TP_MAKE_DATASET_BIN) + " images --out " + shell_quote((repo_ / "data").string()) +
+                " --classes 2 --per-class 40 --size 16 --format png --seed 5");
+    testing::write_text(repo_ / "train.toml", R"([job]
+name = "boarded"
+output = "out"
+
+[data]
+source = "data"
+image_size = 16
+valid = 0.2
+workers = 1
+
+[model]
+arch = "small_cnn"
+
+[train]
+epochs = 2
+batch_size = 8
+)");
+    const std::string git = "git -C " + shell_quote(repo_.string()) + " -c user.name=t -c user.email=t@example.invalid ";
+    run_checked("git init -q -b main " + shell_quote(repo_.string()));
+    run_checked(git + "add -A && " + git + "commit -q -m data");
+  }
+
+  testing::CommandResult train(const std::string& extra = "") const {
+    return testing::run_command("MASTER_PORT=" + std::to_string(testing::free_port()) + " " +
+                                testing::trainpoint_binary() + " run --repo " + shell_quote(repo_.string()) +
+                                " --ref main --spec train.toml --set dist.nproc_per_node=2 --workdir " +
+                                shell_quote((dir_ / "work").string()) + " " + extra + " 2>&1");
+  }
+
+  // What the tensorboard package reads in `logdir` (default: the run's tensorboard/) (read_events.py).
+  json read_back(const fs::path& logdir = {}) const {
+    const std::string output = run_checked(shell_quote(python_) + " " +
+                                           shell_quote(testing::source_dir() + "/tests/telemetry/read_events.py") +
+                                           " " + shell_quote((logdir.empty() ? tensorboard_dir() : logdir).string()));
+    // Its last line; TensorBoard's own notes (such as the steps a restart purged) come before it.
+    std::string last = output;
+    while (!last.empty() && last.back() == '\n') last.pop_back();
+    last = last.substr(last.rfind('\n') == std::string::npos ? 0 : last.rfind('\n') + 1);
+    json read = json::parse(last, nullptr, /*allow_exceptions=*/false);
+    if (read.is_discarded()) throw std::runtime_error("read_events.py printed no JSON: " + output);
+    return read;
+  }
+
+  fs::path output_dir() const { return dir_ / "work/out"; }
+  fs::path tensorboard_dir() const { return output_dir() / "tensorboard"; }
+
+  // Every curve TensorBoard shows is the one the .jsonl files give: the same tags, each step once, each value
+  // the record's as a float (TensorBoard's simple_value); and the throughput at each epoch's step.
+  void expect_curves_of_the_records(const json& read) const {
+    const Curves expected = expected_curves(output_dir());
+    std::set<std::string> expected_tags{"throughput/images_per_s"}, read_tags;
+    for (const auto& [tag, points] : expected) expected_tags.insert(tag);
+    for (const auto& [tag, points] : read["scalars"].items()) read_tags.insert(tag);
+    EXPECT_EQ(read_tags, expected_tags) << read.dump();
+    for (const auto& [tag, points] : expected) {
+      if (!read["scalars"].contains(tag)) continue;
+      std::vector<std::int64_t> steps, expected_steps;
+      for (const auto& [step, value] : points) expected_steps.push_back(step);
+      for (const json& point : read["scalars"][tag]) {
+        const std::int64_t step = point[0];
+        steps.push_back(step);
+        const auto at = points.find(step);
+        if (at == points.end()) continue;
+        EXPECT_EQ(point[1].get<double>(), static_cast<double>(static_cast<float>(at->second)))
+            << tag << " at step " << step << ": TensorBoard shows " << point[1] << ", the record says " << at->second;
+      }
+      EXPECT_EQ(steps, expected_steps) << tag << ": each step once, in order";
+    }
+    std::vector<std::int64_t> epoch_steps, throughput_steps;
+    for (const json& epoch : json_lines(output_dir() / "metrics.jsonl")) epoch_steps.push_back(epoch["step"]);
+    for (const json& point : read["scalars"]["throughput/images_per_s"]) {
+      throughput_steps.push_back(point[0]);
+      EXPECT_GT(point[1].get<double>(), 0) << read.dump();
+    }
+    EXPECT_EQ(throughput_steps, epoch_steps);
+  }
+
+  testing::TempDir dir_;
+  fs::path repo_;
+  std::string python_;
+};
+
+TEST_F(TensorBoardRun, TensorBoardReadsEveryStepAndEpochWithTheRecordsValuesAndTheRunsSettings) {
+  const auto result = train();
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(result.output.find("TensorBoard:"), std::string::npos) << "no warning: " << result.output;
+  const json read = read_back();
+  ASSERT_EQ(read["files"].size(), 1u) << read.dump();
+  EXPECT_EQ(read["files"][0].get<std::string>().rfind("events.out.tfevents.", 0), 0u) << read.dump();
+  expect_curves_of_the_records(read);
+  // 2 epochs of 4 steps; the validation of a 2-class problem: loss, accuracy and error rate (no top-5, no MAE).
+  EXPECT_EQ(read["scalars"]["train/loss"].size(), 8u) << read.dump();
+  EXPECT_EQ(read["scalars"]["valid/accuracy"].size(), 2u) << read.dump();
+  EXPECT_EQ(read["scalars"].count("valid/mae"), 0u) << read.dump();
+
+  // The hparams plugin: the settings that make the run, and its successful end.
+  const json& hparams = read["hparams"];
+  EXPECT_EQ(hparams["train.lr"], 0.001) << hparams.dump();
+  EXPECT_EQ(hparams["train.optimizer"], "adamw") << hparams.dump();
+  EXPECT_EQ(hparams["train.batch_size"], 8) << hparams.dump();
+  EXPECT_EQ(hparams["model.arch"], "small_cnn") << hparams.dump();
+  EXPECT_EQ(hparams["data.drop_last"], false) << hparams.dump();
+  EXPECT_EQ(hparams["train.epochs"], 2) << hparams.dump();
+  EXPECT_EQ(hparams["world_size"], 2) << hparams.dump();
+  EXPECT_EQ(read["end_status"], "STATUS_SUCCESS") << read.dump();
+}
+
+TEST_F(TensorBoardRun, ARestartThatRepeatsStepsShowsEachStepOnceWithTheRecordsValues) {
+  ASSERT_EQ(train().exit_code, 0);
+  // The last epoch's checkpoint lost: the restart resumes after epoch 1 (step 4) and trains steps 5-8 again,
+  // into a new event file, while the first file still holds its own steps 5-8.
+  std::vector<fs::path> checkpoints;
+  for (const auto& entry : fs::recursive_directory_iterator(output_dir() / "checkpoints")) {
+    if (entry.path().extension() == ".ckpt") checkpoints.push_back(entry.path());
+  }
+  ASSERT_EQ(checkpoints.size(), 2u);
+  std::sort(checkpoints.begin(), checkpoints.end());
+  fs::remove(checkpoints.back());
+  fs::remove(output_dir() / "model.pt");
+  fs::remove(output_dir() / "run.json");
+
+  const auto result = train();
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  ASSERT_NE(result.output.find("resumed from"), std::string::npos) << result.output;
+  const json read = read_back();
+  EXPECT_EQ(read["files"].size(), 2u) << "one file per start: " << read.dump();
+  expect_curves_of_the_records(read);
+  EXPECT_EQ(read["scalars"]["train/loss"].size(), 8u) << read.dump();
+}
+
+TEST_F(TensorBoardRun, AnS3OutputGetsTheEventFilesOfEachPodAndTheCurvesGoOnAcrossPods) {
+  testing::S3Server server;
+  const std::string s3_env = "AWS_ENDPOINT_URL=" + server.endpoint() +
+                             " AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER ";
+  const auto pod = [&](const std::string& workdir, int epochs) {
+    return testing::run_command(s3_env + "MASTER_PORT=" + std::to_string(testing::free_port()) + " " +
+                                testing::trainpoint_binary() + " run --repo " + shell_quote(repo_.string()) +
+                                " --ref main --spec train.toml --set dist.nproc_per_node=2" +
+                                " --set job.output=s3://test-bucket/runs/tb --set train.epochs=" +
+                                std::to_string(epochs) + " --workdir " + shell_quote((dir_ / workdir).string()));
+  };
+  const auto fetch = [&](const std::string& prefix, const fs::path& to) {
+    run_checked(s3_env + testing::trainpoint_binary() + " s3 cp " + (prefix.find('.') == std::string::npos ? "--recursive " : "") +
+                "s3://test-bucket/runs/tb/" + prefix +
+                " " + shell_quote(to.string()));
+  };
+  const auto first = pod("pod-1", 1);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  // A new pod, nothing on its disk: it resumes from the output's checkpoint and trains epoch 2.
+  const auto second = pod("pod-2", 2);
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  ASSERT_NE(second.output.find("resumed from"), std::string::npos) << second.output;
+
+  fetch("tensorboard", dir_ / "fetched/tensorboard");
+  fetch("steps.jsonl", dir_ / "fetched/steps.jsonl");
+  const json read = read_back(dir_ / "fetched/tensorboard");
+  EXPECT_EQ(read["files"].size(), 2u) << "each pod's file is in the output: " << read.dump();
+  std::vector<std::int64_t> steps, expected_steps;
+  std::map<std::int64_t, double> losses;
+  for (const json& step : json_lines(dir_ / "fetched/steps.jsonl")) {
+    expected_steps.push_back(step["step"]);
+    losses[step["step"]] = step["train_loss"];
+  }
+  for (const json& point : read["scalars"]["train/loss"]) {
+    const std::int64_t step = point[0];
+    steps.push_back(step);
+    ASSERT_EQ(losses.count(step), 1u) << point;
+    EXPECT_EQ(point[1].get<double>(), static_cast<double>(static_cast<float>(losses.at(step)))) << point;
+  }
+  EXPECT_EQ(steps, (std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 7, 8})) << read.dump();
+  EXPECT_EQ(steps, expected_steps);
+  EXPECT_EQ(read["scalars"]["valid/loss"].size(), 2u) << read.dump();
+  EXPECT_EQ(read["end_status"], "STATUS_SUCCESS") << read.dump();
+}
+
+TEST_F(TensorBoardRun, ATensorBoardServerOnLoopbackServesTheRunAndChromiumDrawsItsCurves) {
+  ASSERT_EQ(train("--set train.epochs=5").exit_code, 0);
+  const int port = testing::free_port();
+  testing::BackgroundProcess server(shell_quote(python_) + " -m tensorboard.main --logdir " +
+                                        shell_quote(tensorboard_dir().string()) +
+                                        " --host 127.0.0.1 --port " + std::to_string(port) + " --load_fast=false",
+                                    dir_ / "tensorboard.log");
+  testing::wait_for_port(port, 60s);
+  const std::string base = "http://127.0.0.1:" + std::to_string(port);
+  // TensorBoard loads the files in the background after it starts serving: ask until the run is there.
+  json tags;
+  for (int i = 0; i < 300; ++i) {
+    const auto response = testing::http_get(base + "/data/plugin/scalars/tags");
+    if (response.status == 200) tags = json::parse(response.body);
+    if (tags.contains(".") && tags["."].contains("valid/loss")) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(tags.contains(".")) << tags.dump() << "\n" << server.log();
+  for (const char* tag : {"train/loss", "train/lr", "train/epoch_loss", "valid/loss", "valid/accuracy",
+                          "throughput/images_per_s", "step_time/step_s", "step_time/data_wait_s"}) {
+    EXPECT_TRUE(tags["."].contains(tag)) << tag << ": " << tags.dump();
+  }
+  const auto scalars = testing::http_get(base + "/data/plugin/scalars/scalars?run=.&tag=train%2Floss");
+  ASSERT_EQ(scalars.status, 200) << scalars.body;
+  const json points = json::parse(scalars.body);  // [[wall_time, step, value], ...]
+  ASSERT_EQ(points.size(), 20u) << points.dump();
+  EXPECT_EQ(points.back()[1], 20) << points.dump();
+
+  // The scalars page in Chromium: the loss curves drawn in the run's colour (TensorBoard's first, #ff7043).
+  ASSERT_EQ(testing::run_command("command -v chromium").exit_code, 0)
+      << "chromium is not installed: scripts/install-deps --tests installs it (scripts/deps/debian-test.txt)";
+  const fs::path screenshot = dir_ / "tensorboard.png";
+  const auto shot = testing::run_command(
+      "timeout 120 chromium --headless --no-sandbox --enable-unsafe-swiftshader --disable-dev-shm-usage "
+      "--hide-scrollbars --user-data-dir=" + shell_quote((dir_ / "profile").string()) +
+      " --window-size=1600,1100 --virtual-time-budget=30000 --screenshot=" + shell_quote(screenshot.string()) + " " +
+      shell_quote(base + "/?darkMode=false#scalars&tagFilter=loss&_smoothingWeight=0"));
+  ASSERT_EQ(shot.exit_code, 0) << shot.output;
+  ASSERT_TRUE(fs::exists(screenshot)) << shot.output;
+  if (const char* keep = std::getenv("TP_KEEP_TENSORBOARD_SCREENSHOT"))
+    fs::copy_file(screenshot, keep, fs::copy_options::overwrite_existing);
+  EXPECT_GT(pixels_near(screenshot, 0xff, 0x70, 0x43, 80), 1000u) << "the curves were drawn";
+}
+
+TEST_F(TensorBoardRun, TurnedOffItWritesNothing) {
+  const auto result = train("--set train.epochs=1 --set log.tensorboard=false");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_FALSE(fs::exists(tensorboard_dir()));
+}
+
+TEST_F(TensorBoardRun, AnEventFileThatCannotBeWrittenIsOneWarningAndAFinishedJob) {
+  fs::create_directories(output_dir());
+  testing::write_text(tensorboard_dir(), "a file where the directory would be");
+  const auto result = train();
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(fs::exists(output_dir() / "model.pt"));
+  std::size_t warnings = 0;
+  for (auto at = result.output.find("TensorBoard: cannot create"); at != std::string::npos;
+       at = result.output.find("TensorBoard: cannot create", at + 1)) {
+    ++warnings;
+  }
+  EXPECT_EQ(warnings, 1u) << result.output;
+}
+
+}  // namespace
+}  // namespace tp
