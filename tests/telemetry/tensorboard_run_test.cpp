@@ -244,7 +244,7 @@ TEST_F(TensorBoardRun, ARestartThatRepeatsStepsShowsEachStepOnceWithTheRecordsVa
 TEST_F(TensorBoardRun, AnS3OutputGetsTheEventFilesOfEachPodAndTheCurvesGoOnAcrossPods) {
   testing::S3Server server;
   const std::string s3_env = "AWS_ENDPOINT_URL=" + server.endpoint() +
-                             " AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER ";
+                             " " + testing::S3Server::key_environment() + " ";
   const auto pod = [&](const std::string& workdir, int epochs) {
     return testing::run_command(s3_env + "MASTER_PORT=" + std::to_string(testing::free_port()) + " " +
                                 testing::trainpoint_binary() + " run --repo " + shell_quote(repo_.string()) +
