@@ -310,6 +310,16 @@ std::vector<Setting> declare_all() {
                "curves go on from the checkpoint's step. Written by a thread of its own: a failure is one "
                "warning and training goes on. `tensorboard --logdir <job.output>/tensorboard` shows it "
                "(docs/training.md)."),
+      Declare("log.mlflow_uri", &Spec::log, &LogSpec::mlflow_uri).optional()
+          .doc("An MLflow tracking server, such as http://mlflow.mlflow:5000, that rank 0 logs the run to: the "
+               "experiment MLFLOW_EXPERIMENT_NAME (created when missing; unset: the server's Default), a run "
+               "named `job.name` and tagged with the repository, commit and run key (mlflow.source.*, "
+               "trainpoint.run_key), the settings as params, the TensorBoard values above as metrics at every "
+               "read point, model.pt, report.html and metrics.jsonl as artifacts through the server's artifact "
+               "proxy, and FINISHED, FAILED or KILLED at the end. A resumed run continues its MLflow run. Unset: "
+               "MLFLOW_TRACKING_URI; with neither, nothing is sent. MLFLOW_TRACKING_TOKEN (a bearer token) or "
+               "MLFLOW_TRACKING_USERNAME and _PASSWORD authenticate, MLFLOW_RUN_ID joins a given run. A server "
+               "that is down or fails is one warning; training goes on (docs/training.md)."),
       // [k8s]
       Declare("k8s.kind", &Spec::k8s, &K8sSpec::kind).fallback("pytorchjob").choices({"pytorchjob", "trainjob"})
           .doc("render-job: a Kubeflow PyTorchJob (kubeflow.org/v1, training-operator v1.9) or a Kubeflow Trainer "

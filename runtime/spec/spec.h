@@ -143,6 +143,7 @@ struct CheckpointSpec {
 // Where the run's records go besides metrics.jsonl and steps.jsonl (runtime/telemetry's sinks).
 struct LogSpec {
   bool tensorboard;  // TensorBoard event files in <job.output>/tensorboard/
+  std::string mlflow_uri;  // an MLflow tracking server (empty: MLFLOW_TRACKING_URI, else none)
 };
 
 // Kubernetes settings of `trainpoint render-job` (runtime/k8s); `run` ignores them.

@@ -24,12 +24,15 @@ struct StartRecord {
   HParams hparams;
   double wall_time;
 };
+struct ArtifactRecord {
+  std::filesystem::path file;
+};
 struct EndRecord {
-  bool success;
+  RunEnd end;
   double wall_time;
 };
 struct FlushRecord {};
-using Record = std::variant<ScalarsRecord, StartRecord, EndRecord, FlushRecord>;
+using Record = std::variant<ScalarsRecord, StartRecord, ArtifactRecord, EndRecord, FlushRecord>;
 
 }  // namespace
 
@@ -85,8 +88,10 @@ void Sinks::State::deliver(const Record& record) {
         sink.scalars(values->step, values->wall_time, values->values);
       } else if (const auto* start = std::get_if<StartRecord>(&record)) {
         sink.run_started(start->hparams, start->wall_time);
+      } else if (const auto* artifact = std::get_if<ArtifactRecord>(&record)) {
+        sink.artifact(artifact->file);
       } else if (const auto* end = std::get_if<EndRecord>(&record)) {
-        sink.run_ended(end->success, end->wall_time);
+        sink.run_ended(end->end, end->wall_time);
       } else {
         sink.flush();
       }
@@ -127,8 +132,12 @@ void Sinks::run_started(HParams hparams) {
   state_->push(StartRecord{std::move(hparams), unix_seconds()});
 }
 
-void Sinks::run_ended(bool success) {
-  state_->push(EndRecord{success, unix_seconds()});
+void Sinks::artifact(std::filesystem::path file) {
+  state_->push(ArtifactRecord{std::move(file)});
+}
+
+void Sinks::run_ended(RunEnd end) {
+  state_->push(EndRecord{end, unix_seconds()});
 }
 
 void Sinks::flush() {

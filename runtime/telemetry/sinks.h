@@ -25,6 +25,9 @@ using Scalars = std::vector<std::pair<std::string, double>>;
 using HParam = std::variant<bool, double, std::string>;
 using HParams = std::map<std::string, HParam>;
 
+// How a run ended: its outputs written, an error, or stopped by a signal (to resume).
+enum class RunEnd { finished, failed, killed };
+
 // Seconds since the Unix epoch, now.
 double unix_seconds();
 
@@ -38,8 +41,10 @@ class Sink {
   virtual void scalars(std::int64_t step, double wall_time, const Scalars& values) = 0;
   // The run's settings, once at its start.
   virtual void run_started(const HParams& hparams, double wall_time) { (void)hparams, (void)wall_time; }
-  // The run ended (successfully: `success`), once.
-  virtual void run_ended(bool success, double wall_time) { (void)success, (void)wall_time; }
+  // A finished output of the run (model.pt, report.html, metrics.jsonl) to keep with it, once complete.
+  virtual void artifact(const std::filesystem::path& file) { (void)file; }
+  // The run ended, once.
+  virtual void run_ended(RunEnd end, double wall_time) { (void)end, (void)wall_time; }
   // What was given so far is on disk (or wherever the sink writes).
   virtual void flush() = 0;
   // The files the sink writes, to publish with the run's outputs (an s3:// job.output).
@@ -60,7 +65,8 @@ class Sinks {
 
   void scalars(std::int64_t step, Scalars values);
   void run_started(HParams hparams);
-  void run_ended(bool success);
+  void artifact(std::filesystem::path file);
+  void run_ended(RunEnd end);
   // Asks the thread to flush every sink once it has written what is queued; returns at once.
   void flush();
   // Flushes and waits up to `timeout` for it; returns whether every record given so far was written (or

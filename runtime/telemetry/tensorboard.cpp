@@ -120,10 +120,11 @@ void TensorBoardSink::run_started(const HParams& hparams, double wall_time) {
   write(hparams_event(data, "_hparams_/session_start_info", wall_time, first_step_).SerializeAsString());
 }
 
-void TensorBoardSink::run_ended(bool success, double wall_time) {
+void TensorBoardSink::run_ended(RunEnd end, double wall_time) {
+  if (end == RunEnd::killed) return;  // stopped to be resumed: the run is not over
   open();
   pb::HParamsPluginData data;
-  data.mutable_session_end_info()->set_status(success ? pb::STATUS_SUCCESS : pb::STATUS_FAILURE);
+  data.mutable_session_end_info()->set_status(end == RunEnd::finished ? pb::STATUS_SUCCESS : pb::STATUS_FAILURE);
   data.mutable_session_end_info()->set_end_time_secs(wall_time);
   write(hparams_event(data, "_hparams_/session_end_info", wall_time, last_step_).SerializeAsString());
 }

@@ -26,7 +26,7 @@ class TensorBoardSink : public Sink {
   std::string name() const override { return "TensorBoard"; }
   void scalars(std::int64_t step, double wall_time, const Scalars& values) override;
   void run_started(const HParams& hparams, double wall_time) override;
-  void run_ended(bool success, double wall_time) override;
+  void run_ended(RunEnd end, double wall_time) override;
   void flush() override;
   std::vector<std::filesystem::path> files() const override { return {file_}; }
 

@@ -26,6 +26,7 @@
 #include "dist/gradient_sync.h"
 #include "dist/topology.h"
 #include "model/model.h"
+#include "telemetry/mlflow.h"
 #include "telemetry/sinks.h"
 #include "telemetry/tensorboard.h"
 #include "train/checkpoint.h"
@@ -104,6 +105,8 @@ void wait_for_device(c10::Device device) {
 // How long an epoch's end waits for the sinks to write its records before publishing their files: a sink that
 // hangs delays publishing, not training.
 constexpr std::chrono::seconds kSinkFlushWait{10};
+// How long the end of a run waits for the sinks to write (and upload) what they were given.
+constexpr std::chrono::seconds kSinkCloseWait{120};
 
 // The run's settings for the sinks' comparison of runs (TensorBoard's HParams tab): those that change what a run
 // computes, with train.epochs and the world size.
@@ -206,6 +209,12 @@ class Fit {
  public:
   Fit(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec, dist::Communicator& communicator,
       const fs::path& output_dir, const RunOrigin& origin, const FitEnvironment& environment);
+  // A run that did not finish tells its sinks how it ended: stopped by a signal (to resume) or failed.
+  ~Fit() {
+    if (sinks_ && !finished_) sinks_->run_ended(stopped_ ? telemetry::RunEnd::killed : telemetry::RunEnd::failed);
+  }
+  Fit(const Fit&) = delete;
+  Fit& operator=(const Fit&) = delete;
 
   // Resumes from the newest checkpoint of this run that any rank holds (or, with checkpoint.resume =
   // "never", forgets an earlier start's). Returns whether the run is already complete.
@@ -273,6 +282,8 @@ class Fit {
   std::unique_ptr<MetricsLog> metrics_;  // rank 0
   std::unique_ptr<telemetry::Sinks> sinks_;  // rank 0: the records' other destinations (log.tensorboard)
   bool sinks_behind_warned_ = false;
+  bool finished_ = false;  // the sinks were told the run finished
+  bool stopped_ = false;   // stopped by a signal, to resume
   std::optional<RunMonitor> monitor_;
   SampleTrace trace_;
   ReadPoints reads_;
@@ -385,7 +396,22 @@ void Fit::start() {
     if (spec_.log.tensorboard) {
       sinks.push_back(std::make_unique<telemetry::TensorBoardSink>(output_dir_ / "tensorboard", position_.step));
     }
-    sinks_ = std::make_unique<telemetry::Sinks>(std::move(sinks));
+    if (auto mlflow = telemetry::mlflow_settings(spec_.log.mlflow_uri, [](const char* name) { return std::getenv(name); })) {
+      mlflow->run_name = spec_.job.name;
+      mlflow->resumed = resumed_.has_value();
+      mlflow->tags = {{"mlflow.source.type", "JOB"},
+                      {"mlflow.source.name", facts_.origin.repo},
+                      {"mlflow.source.git.repoURL", facts_.origin.repo},
+                      {"mlflow.source.git.commit", facts_.origin.commit},
+                      {"mlflow.source.git.branch", facts_.origin.ref},
+                      {"trainpoint.spec", facts_.origin.spec_name}};
+      if (environment_.identity) {
+        mlflow->run_key = environment_.identity->key();
+        mlflow->tags["trainpoint.run_digest"] = environment_.identity->digest();
+      }
+      sinks.push_back(std::make_unique<telemetry::MlflowSink>(std::move(*mlflow)));
+    }
+    sinks_ = std::make_unique<telemetry::Sinks>(std::move(sinks), 4096, kSinkCloseWait);
     sinks_->run_started(hparams_of(spec_, communicator_.world_size(), global_batch_));
   }
   install_stop_handlers();
@@ -538,6 +564,7 @@ void Fit::take_step(EpochSteps& epoch) {
   epoch.trained.throughput.times += timed.times;
   epoch.step_samples = 0;
   if (stop_checkpoint) {
+    stopped_ = true;
     communicator_.barrier();
     fail(ExitCode::interrupted, "stopped by a signal at epoch {} step {} ({} of the epoch's {} samples trained); "
          "checkpoint {} saved in {:.2f}s: a restart resumes there", epoch.trained.index + 1, position_.step,
@@ -664,7 +691,9 @@ FitResult Fit::finish() {
     publish(output_dir_ / "report.html");
     publish(result_.model_file);
     publish(output_dir_ / "run.json");
-    sinks_->run_ended(true);
+    for (const char* artifact : {"model.pt", "report.html", "metrics.jsonl"}) sinks_->artifact(output_dir_ / artifact);
+    sinks_->run_ended(telemetry::RunEnd::finished);
+    finished_ = true;
     publish_sinks();
     spdlog::info("wrote {} and {}", result_.model_file.string(), (output_dir_ / "run.json").string());
   }

@@ -1,6 +1,6 @@
 // The sinks of a run's records and TensorBoard's event files, without a run: CRC32C and TFRecord framing
 // against known values, the events a sink writes read back, and a failing or slow sink that costs training
-// nothing but one warning. tensorboard_run_test reads a real run's files with the tensorboard package.
+// nothing but one warning. sinks_run_test reads a real run's files with the tensorboard package.
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
@@ -121,7 +121,7 @@ TEST(TensorBoardSink, WritesTheVersionAStartAtTheFirstStepAndEachStepsScalars) {
     sink.run_started({{"train.lr", 0.01}, {"train.optimizer", std::string("adamw")}, {"data.drop_last", false}}, 1.5);
     sink.scalars(11, 2.0, {{"train/loss", 0.5}, {"valid/mae", std::nan("")}});
     sink.scalars(12, 3.0, {{"train/loss", 0.25}, {"train/lr", 1e-3}});
-    sink.run_ended(true, 4.0);
+    sink.run_ended(RunEnd::finished, 4.0);
     sink.flush();
   }
   const auto events = read_events(file);
@@ -246,7 +246,7 @@ TEST(Sinks, AnUnwritableDirectoryIsOneWarning) {
     sinks.push_back(std::make_unique<TensorBoardSink>(dir / "file" / "tensorboard", 0));
     Sinks all(std::move(sinks));
     for (int step = 1; step <= 5; ++step) all.scalars(step, {{"train/loss", 1.0}});
-    all.run_ended(true);
+    all.run_ended(RunEnd::finished);
   }
   EXPECT_EQ(log.count("TensorBoard: cannot create"), 1) << log.text();
   EXPECT_EQ(log.count("[warning]"), 1) << log.text();

@@ -1,8 +1,10 @@
-// Real 2-rank trainpoint runs whose TensorBoard event files are read back by the real tensorboard package
-// (2.21, from PyPI: scripts/install-python-tools): every tag and step TensorBoard shows, each value equal to
-// metrics.jsonl's or steps.jsonl's, the hparams plugin's settings and end; a restart that repeats steps
-// without duplicates; a TensorBoard server on loopback answering its data API; a sink that cannot write costs
-// one warning.
+// Real 2-rank trainpoint runs whose records reach the tools people look at, checked with the real tools from
+// PyPI (scripts/install-python-tools). TensorBoard (2.21): the event files read back by the tensorboard package,
+// every tag and step, each value equal to metrics.jsonl's or steps.jsonl's, the hparams plugin's settings and
+// end; a restart that repeats steps without duplicates; an s3:// output; a TensorBoard server on loopback
+// answering its data API and rendered by Chromium; a sink that cannot write costs one warning. MLflow (3.17): a
+// real tracking server on loopback read back through MLflow's client: params, metric histories, tags,
+// artifacts, status; a restart that continues the same MLflow run; a server that is down or fails.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -133,8 +135,8 @@ batch_size = 8
     run_checked(git + "add -A && " + git + "commit -q -m data");
   }
 
-  testing::CommandResult train(const std::string& extra = "") const {
-    return testing::run_command("MASTER_PORT=" + std::to_string(testing::free_port()) + " " +
+  testing::CommandResult train(const std::string& extra = "", const std::string& environment = "") const {
+    return testing::run_command(environment + "MASTER_PORT=" + std::to_string(testing::free_port()) + " " +
                                 testing::trainpoint_binary() + " run --repo " + shell_quote(repo_.string()) +
                                 " --ref main --spec train.toml --set dist.nproc_per_node=2 --workdir " +
                                 shell_quote((dir_ / "work").string()) + " " + extra + " 2>&1");
@@ -328,6 +330,107 @@ TEST_F(TensorBoardRun, ATensorBoardServerOnLoopbackServesTheRunAndChromiumDrawsI
   if (const char* keep = std::getenv("TP_KEEP_TENSORBOARD_SCREENSHOT"))
     fs::copy_file(screenshot, keep, fs::copy_options::overwrite_existing);
   EXPECT_GT(pixels_near(screenshot, 0xff, 0x70, 0x43, 80), 1000u) << "the curves were drawn";
+}
+
+// An MLflow tracking server on loopback: sqlite backend, artifacts proxied into a folder.
+class MlflowServer {
+ public:
+  MlflowServer(const std::string& python, const fs::path& dir)
+      : port_(testing::free_port()),
+        process_(shell_quote(python) + " -m mlflow server --backend-store-uri " +
+                     shell_quote("sqlite:///" + (dir / "mlflow.db").string()) + " --artifacts-destination " +
+                     shell_quote((dir / "mlflow-artifacts").string()) + " --host 127.0.0.1 --port " +
+                     std::to_string(port_) + " --workers 1",
+                 dir / "mlflow.log") {
+    testing::wait_for_port(port_, 120s);
+    for (int i = 0; i < 600 && testing::http_get(uri() + "/health").status != 200; ++i) std::this_thread::sleep_for(100ms);
+  }
+  std::string uri() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string log() const { return process_.log(); }
+
+ private:
+  int port_;
+  testing::BackgroundProcess process_;
+};
+
+class MlflowRun : public TensorBoardRun {
+ protected:
+  // The experiment's runs as MLflow's client reads them (read_mlflow.py), oldest first.
+  json runs(const MlflowServer& server, const std::string& experiment) const {
+    const std::string output = run_checked(shell_quote(python_) + " " +
+                                           shell_quote(testing::source_dir() + "/tests/telemetry/read_mlflow.py") +
+                                           " " + server.uri() + " " + shell_quote(experiment));
+    std::string last = output;
+    while (!last.empty() && last.back() == '\n') last.pop_back();
+    last = last.substr(last.rfind('\n') == std::string::npos ? 0 : last.rfind('\n') + 1);
+    json read = json::parse(last, nullptr, /*allow_exceptions=*/false);
+    if (read.is_discarded()) throw std::runtime_error("read_mlflow.py printed no JSON: " + output);
+    return read;
+  }
+
+  // Every metric history of `run` is the curve the .jsonl files give, each step once.
+  void expect_metrics_of_the_records(const json& run) const {
+    const Curves expected = expected_curves(output_dir());
+    for (const auto& [tag, points] : expected) {
+      ASSERT_TRUE(run["metrics"].contains(tag)) << tag << ": " << run["metrics"].dump();
+      std::vector<std::int64_t> steps, expected_steps;
+      for (const auto& [step, value] : points) expected_steps.push_back(step);
+      for (const json& point : run["metrics"][tag]) {
+        const std::int64_t step = point[0];
+        steps.push_back(step);
+        if (points.count(step)) EXPECT_EQ(point[1].get<double>(), points.at(step)) << tag << " at step " << step;
+      }
+      EXPECT_EQ(steps, expected_steps) << tag;
+    }
+  }
+};
+
+TEST_F(MlflowRun, ARunIsLoggedWithItsParamsMetricsTagsArtifactsAndEndAndARestartContinuesIt) {
+  MlflowServer server(python_, dir_.path());
+  const std::string environment = "MLFLOW_EXPERIMENT_NAME=trainpoint-test ";
+  const auto first = train("--set train.epochs=1 --set log.mlflow_uri=" + server.uri(), environment);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_EQ(first.output.find("MLflow"), std::string::npos) << "no warning: " << first.output;
+  json read = runs(server, "trainpoint-test");
+  ASSERT_EQ(read.size(), 1u) << read.dump();
+  EXPECT_EQ(read[0]["status"], "FINISHED") << read.dump();
+  EXPECT_EQ(read[0]["name"], "boarded");
+  EXPECT_EQ(read[0]["params"]["train.lr"], "0.001") << read[0]["params"].dump();
+  EXPECT_EQ(read[0]["params"]["train.optimizer"], "adamw");
+  EXPECT_EQ(read[0]["params"]["model.arch"], "small_cnn");
+  EXPECT_EQ(read[0]["params"]["world_size"], "2");
+  const std::string commit = run_checked("git -C " + shell_quote(repo_.string()) + " rev-parse HEAD");
+  EXPECT_EQ(read[0]["tags"]["mlflow.source.git.commit"], commit.substr(0, 40)) << read[0]["tags"].dump();
+  EXPECT_EQ(read[0]["tags"]["mlflow.source.git.repoURL"], repo_.string()) << read[0]["tags"].dump();
+  EXPECT_EQ(read[0]["tags"]["trainpoint.run_key"].get<std::string>().size(), 12u) << read[0]["tags"].dump();
+  EXPECT_EQ(read[0]["artifacts"], (json{"metrics.jsonl", "model.pt", "report.html"})) << read[0].dump();
+  expect_metrics_of_the_records(read[0]);
+
+  // One more epoch: the restart resumes from the checkpoint and continues the same MLflow run.
+  const auto second = train("--set train.epochs=2 --set log.mlflow_uri=" + server.uri(), environment);
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  ASSERT_NE(second.output.find("resumed from"), std::string::npos) << second.output;
+  read = runs(server, "trainpoint-test");
+  ASSERT_EQ(read.size(), 1u) << "the same run: " << read.dump();
+  EXPECT_EQ(read[0]["status"], "FINISHED");
+  expect_metrics_of_the_records(read[0]);
+  EXPECT_EQ(read[0]["metrics"]["train/loss"].size(), 8u) << read[0]["metrics"].dump();
+}
+
+TEST_F(MlflowRun, AServerThatIsDownOrFailsIsOneWarningAndAFinishedJob) {
+  // Nothing listens on the port.
+  const auto down = train("--set train.epochs=1", "MLFLOW_TRACKING_URI=http://127.0.0.1:" +
+                                                      std::to_string(testing::free_port()) + " ");
+  ASSERT_EQ(down.exit_code, 0) << down.output;
+  EXPECT_TRUE(fs::exists(output_dir() / "model.pt"));
+  std::size_t warnings = 0;
+  for (auto at = down.output.find("MLflow (http://127.0.0.1:"); at != std::string::npos;
+       at = down.output.find("MLflow (http://127.0.0.1:", at + 1)) {
+    ++warnings;
+  }
+  EXPECT_EQ(warnings, 1u) << down.output;
+  EXPECT_NE(down.output.find("it gets no more records of this run (training goes on)"), std::string::npos)
+      << down.output;
 }
 
 TEST_F(TensorBoardRun, TurnedOffItWritesNothing) {

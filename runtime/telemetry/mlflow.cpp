@@ -1,0 +1,250 @@
+#include "telemetry/mlflow.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "http/transfer.h"
+
+namespace tp::telemetry {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::size_t kMetricsPerBatch = 1000;  // MLflow's limits of one runs/log-batch
+constexpr std::size_t kParamsPerBatch = 100;
+constexpr std::size_t kParamValueLength = 6000;
+
+std::int64_t milliseconds(double seconds) {
+  return static_cast<std::int64_t>(std::llround(seconds * 1000));
+}
+
+std::string param_text(const HParam& value) {
+  if (const auto* flag = std::get_if<bool>(&value)) return *flag ? "true" : "false";
+  if (const auto* number = std::get_if<double>(&value)) return fmt::format("{}", *number);
+  return std::get<std::string>(value).substr(0, kParamValueLength);
+}
+
+std::string url_escape(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+// An artifact's path below the proxy, each segment escaped.
+std::string path_escape(const std::string& path) {
+  std::string out;
+  std::size_t start = 0;
+  for (std::size_t slash = path.find('/'); ; slash = path.find('/', start)) {
+    out += url_escape(path.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+    if (slash == std::string::npos) break;
+    out += '/';
+    start = slash + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<MlflowSettings> mlflow_settings(const std::string& spec_uri,
+                                              const std::function<const char*(const char*)>& env) {
+  auto variable = [&](const char* name) {
+    const char* value = env(name);
+    return std::string(value ? value : "");
+  };
+  MlflowSettings settings;
+  settings.tracking_uri = spec_uri.empty() ? variable("MLFLOW_TRACKING_URI") : spec_uri;
+  if (settings.tracking_uri.empty()) return std::nullopt;
+  const std::string from = spec_uri.empty() ? "MLFLOW_TRACKING_URI" : "log.mlflow_uri";
+  if (settings.tracking_uri.rfind("http://", 0) != 0 && settings.tracking_uri.rfind("https://", 0) != 0) {
+    fail(ExitCode::spec, "{} = \"{}\": trainpoint speaks to an MLflow tracking server over HTTP: give its "
+         "http:// or https:// URL (file stores and Databricks are not supported)", from, settings.tracking_uri);
+  }
+  while (!settings.tracking_uri.empty() && settings.tracking_uri.back() == '/') settings.tracking_uri.pop_back();
+  settings.experiment_name = variable("MLFLOW_EXPERIMENT_NAME");
+  settings.run_id = variable("MLFLOW_RUN_ID");
+  settings.token = variable("MLFLOW_TRACKING_TOKEN");
+  settings.username = variable("MLFLOW_TRACKING_USERNAME");
+  settings.password = variable("MLFLOW_TRACKING_PASSWORD");
+  settings.ca_bundle = variable("MLFLOW_TRACKING_SERVER_CERT_PATH");
+  return settings;
+}
+
+MlflowSink::MlflowSink(MlflowSettings settings) : settings_(std::move(settings)) {
+  http::Settings http_settings;
+  http_settings.ca_bundle = settings_.ca_bundle;
+  http_settings.connect_timeout = std::chrono::seconds(5);
+  handle_ = std::make_unique<http::Handle>(http_settings);
+}
+
+MlflowSink::~MlflowSink() = default;
+
+// One REST call; an answer other than 200 throws, naming the call and the server's error (never a credential).
+std::string MlflowSink::call(const std::string& method, const std::string& path, const std::string& body) {
+  http::Request request;
+  request.method = method;
+  request.url = settings_.tracking_uri + path;
+  request.headers = {{"Content-Type", "application/json"}};
+  if (!settings_.token.empty()) request.headers.emplace_back("Authorization", "Bearer " + settings_.token);
+  if (!settings_.username.empty()) request.basic_auth = std::make_pair(settings_.username, settings_.password);
+  if (method != "GET") {
+    request.body = http::text_body(body);
+    request.body_size = body.size();
+  }
+  const http::Response response = handle_->perform(request);
+  const std::string what = method + " " + path.substr(0, path.find('?'));
+  if (response.transport != http::Transport::ok) {
+    fail(ExitCode::network, "{}: {}", what, response.transport_error);
+  }
+  if (response.status != 200) {
+    fail(ExitCode::network, "{}: HTTP {}: {}", what, response.status, response.body.substr(0, 300));
+  }
+  return response.body;
+}
+
+std::string MlflowSink::experiment_id() {
+  if (settings_.experiment_name.empty()) return "0";  // MLflow's Default experiment
+  const std::string by_name = "/api/2.0/mlflow/experiments/get-by-name?experiment_name=" +
+                              url_escape(settings_.experiment_name);
+  try {
+    return json::parse(call("GET", by_name, ""))["experiment"]["experiment_id"].get<std::string>();
+  } catch (const Error&) {
+    // Not there yet (404), or another error that creating it will name.
+  }
+  try {
+    return json::parse(call("POST", "/api/2.0/mlflow/experiments/create",
+                            json{{"name", settings_.experiment_name}}.dump()))["experiment_id"].get<std::string>();
+  } catch (const Error&) {
+    // Created meanwhile by another job: read it again.
+    return json::parse(call("GET", by_name, ""))["experiment"]["experiment_id"].get<std::string>();
+  }
+}
+
+std::optional<std::string> MlflowSink::run_of_key(const std::string& experiment) {
+  const json found = json::parse(call(
+      "POST", "/api/2.0/mlflow/runs/search",
+      json{{"experiment_ids", {experiment}},
+           {"filter", "tags.`trainpoint.run_key` = '" + settings_.run_key + "'"},
+           {"order_by", {"attributes.start_time DESC"}},
+           {"max_results", 1}}
+          .dump()));
+  if (!found.contains("runs") || found["runs"].empty()) return std::nullopt;
+  return found["runs"][0]["info"]["run_id"].get<std::string>();
+}
+
+void MlflowSink::run_started(const HParams& hparams, double wall_time) {
+  run_id_ = settings_.run_id;
+  std::string experiment;
+  if (run_id_.empty()) {
+    experiment = experiment_id();
+    if (settings_.resumed && !settings_.run_key.empty()) {
+      if (auto found = run_of_key(experiment)) run_id_ = *found;
+    }
+  }
+  const bool joined = !run_id_.empty();
+  json info;
+  if (joined) {
+    info = json::parse(call("GET", "/api/2.0/mlflow/runs/get?run_id=" + url_escape(run_id_), ""))["run"]["info"];
+    call("POST", "/api/2.0/mlflow/runs/update", json{{"run_id", run_id_}, {"status", "RUNNING"}}.dump());
+  } else {
+    json tags = json::array();
+    for (const auto& [key, value] : settings_.tags) tags.push_back({{"key", key}, {"value", value}});
+    if (!settings_.run_key.empty()) tags.push_back({{"key", "trainpoint.run_key"}, {"value", settings_.run_key}});
+    json create{{"experiment_id", experiment}, {"start_time", milliseconds(wall_time)}, {"tags", tags}};
+    if (!settings_.run_name.empty()) create["run_name"] = settings_.run_name;
+    info = json::parse(call("POST", "/api/2.0/mlflow/runs/create", create.dump()))["run"]["info"];
+    run_id_ = info["run_id"].get<std::string>();
+  }
+  const std::string artifact_uri = info.value("artifact_uri", "");
+  const std::string proxied = "mlflow-artifacts:/";
+  if (artifact_uri.rfind(proxied, 0) == 0) artifact_path_ = artifact_uri.substr(proxied.size());
+  while (!artifact_path_.empty() && artifact_path_.front() == '/') artifact_path_.erase(0, 1);
+  // A joined run has its params already (a param cannot change in MLflow).
+  if (joined) return;
+  json params = json::array();
+  for (const auto& [key, value] : hparams) {
+    params.push_back({{"key", key}, {"value", param_text(value)}});
+    if (params.size() == kParamsPerBatch) {
+      call("POST", "/api/2.0/mlflow/runs/log-batch", json{{"run_id", run_id_}, {"params", params}}.dump());
+      params = json::array();
+    }
+  }
+  if (!params.empty()) {
+    call("POST", "/api/2.0/mlflow/runs/log-batch", json{{"run_id", run_id_}, {"params", params}}.dump());
+  }
+}
+
+void MlflowSink::scalars(std::int64_t step, double wall_time, const Scalars& values) {
+  for (const auto& [key, value] : values) {
+    if (std::isnan(value)) continue;  // a metric that does not apply
+    pending_.push_back({key, value, milliseconds(wall_time), step});
+  }
+}
+
+void MlflowSink::flush() {
+  if (run_id_.empty()) return;
+  while (!pending_.empty()) {
+    const std::size_t count = std::min(pending_.size(), kMetricsPerBatch);
+    json metrics = json::array();
+    for (std::size_t i = 0; i < count; ++i) {
+      const Metric& m = pending_[i];
+      metrics.push_back({{"key", m.key}, {"value", m.value}, {"timestamp", m.timestamp_ms}, {"step", m.step}});
+    }
+    call("POST", "/api/2.0/mlflow/runs/log-batch", json{{"run_id", run_id_}, {"metrics", metrics}}.dump());
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(count));
+  }
+}
+
+void MlflowSink::artifact(const std::filesystem::path& file) {
+  if (run_id_.empty()) return;
+  if (artifact_path_.empty()) {
+    fail(ExitCode::network, "the run's artifact store is not the server's artifact proxy (mlflow-artifacts:/): "
+         "{} is not uploaded; start the server with --serve-artifacts", file.filename().string());
+  }
+  auto in = std::make_shared<std::ifstream>(file, std::ios::binary);
+  if (!*in) fail(ExitCode::output, "cannot read {}", file.string());
+  const std::uint64_t size = std::filesystem::file_size(file);
+  http::Request request;
+  request.method = "PUT";
+  request.url = settings_.tracking_uri + "/api/2.0/mlflow-artifacts/artifacts/" + path_escape(artifact_path_) + "/" +
+                url_escape(file.filename().string());
+  request.headers = {{"Content-Type", "application/octet-stream"}};
+  if (!settings_.token.empty()) request.headers.emplace_back("Authorization", "Bearer " + settings_.token);
+  if (!settings_.username.empty()) request.basic_auth = std::make_pair(settings_.username, settings_.password);
+  request.body_size = size;
+  request.body = [in](char* buffer, std::size_t want, std::uint64_t offset) -> std::optional<std::size_t> {
+    in->clear();
+    in->seekg(static_cast<std::streamoff>(offset));
+    in->read(buffer, static_cast<std::streamsize>(want));
+    if (in->bad()) return std::nullopt;
+    return static_cast<std::size_t>(in->gcount());
+  };
+  const http::Response response = handle_->perform(request);
+  if (response.transport != http::Transport::ok) {
+    fail(ExitCode::network, "uploading {}: {}", file.filename().string(), response.transport_error);
+  }
+  if (response.status != 200) {
+    fail(ExitCode::network, "uploading {}: HTTP {}: {}", file.filename().string(), response.status,
+         response.body.substr(0, 300));
+  }
+}
+
+void MlflowSink::run_ended(RunEnd end, double wall_time) {
+  if (run_id_.empty()) return;
+  flush();
+  const char* status = end == RunEnd::finished ? "FINISHED" : end == RunEnd::failed ? "FAILED" : "KILLED";
+  call("POST", "/api/2.0/mlflow/runs/update",
+       json{{"run_id", run_id_}, {"status", status}, {"end_time", milliseconds(wall_time)}}.dump());
+}
+
+}  // namespace tp::telemetry

@@ -1,0 +1,75 @@
+// A sink logging the run to an MLflow tracking server over its REST API (log.mlflow_uri, or MLflow's own
+// environment): rank 0 creates or joins the experiment, starts a run tagged with the repository, commit and
+// spec digest (MLflow's mlflow.source.* tags), logs the run's settings as params, the records' values as
+// metrics in batches at every flush, the finished outputs as artifacts through the server's artifact proxy,
+// and the run's end as FINISHED, FAILED or KILLED. A restarted run (resumed from a checkpoint) continues the
+// MLflow run tagged with the same run key. Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "telemetry/sinks.h"
+
+namespace tp::http {
+class Handle;
+}
+
+namespace tp::telemetry {
+
+struct MlflowSettings {
+  std::string tracking_uri;     // http:// or https://, without a trailing slash
+  std::string experiment_name;  // empty: the server's default experiment (id 0)
+  std::string run_id;           // join this run (MLFLOW_RUN_ID)
+  std::string run_name;
+  std::string token;     // MLFLOW_TRACKING_TOKEN: a bearer token
+  std::string username;  // MLFLOW_TRACKING_USERNAME and _PASSWORD: HTTP basic authentication
+  std::string password;
+  std::string ca_bundle;  // MLFLOW_TRACKING_SERVER_CERT_PATH
+  std::string run_key;    // tagged trainpoint.run_key: a resumed run finds its MLflow run by it
+  bool resumed = false;   // resumed from a checkpoint: join the run of the same run key when there is one
+  std::map<std::string, std::string> tags;
+};
+
+// `spec_uri` (log.mlflow_uri) or MLFLOW_TRACKING_URI, and MLflow's other variables, read through `env`;
+// nullopt when neither names a server. Throws tp::Error(spec) for a URI that is not http(s):// (file stores
+// and Databricks are not spoken).
+std::optional<MlflowSettings> mlflow_settings(const std::string& spec_uri,
+                                              const std::function<const char*(const char*)>& env);
+
+class MlflowSink : public Sink {
+ public:
+  explicit MlflowSink(MlflowSettings settings);
+  ~MlflowSink() override;
+
+  std::string name() const override { return "MLflow (" + settings_.tracking_uri + ")"; }
+  void run_started(const HParams& hparams, double wall_time) override;
+  void scalars(std::int64_t step, double wall_time, const Scalars& values) override;
+  void artifact(const std::filesystem::path& file) override;
+  void run_ended(RunEnd end, double wall_time) override;
+  void flush() override;
+
+ private:
+  struct Metric {
+    std::string key;
+    double value;
+    std::int64_t timestamp_ms;
+    std::int64_t step;
+  };
+  std::string call(const std::string& method, const std::string& path, const std::string& body);
+  std::string experiment_id();
+  std::optional<std::string> run_of_key(const std::string& experiment);
+
+  MlflowSettings settings_;
+  std::unique_ptr<http::Handle> handle_;
+  std::string run_id_;
+  std::string artifact_path_;  // below the artifact proxy: <experiment>/<run>/artifacts
+  std::vector<Metric> pending_;
+};
+
+}  // namespace tp::telemetry
