@@ -122,10 +122,12 @@ std::string Digest::finish() {
   }
 }
 
-std::string concatenate_crc(Digest::Algorithm algorithm, std::string_view first, std::string_view second,
-                            std::uint64_t second_size) {
+std::string concatenate_crcs(Digest::Algorithm algorithm, const std::vector<CrcPiece>& pieces) {
   const CrcTable& table = algorithm == Digest::Algorithm::crc64nvme ? crc64nvme_table() : crc32c_table();
-  const auto combined = table.Base().Concatenate(from_big_endian(first), from_big_endian(second), second_size);
+  std::uint64_t combined = from_big_endian(pieces.at(0).crc);
+  for (std::size_t i = 1; i < pieces.size(); ++i) {
+    combined = table.Base().Concatenate(combined, from_big_endian(pieces[i].crc), pieces[i].size);
+  }
   return algorithm == Digest::Algorithm::crc64nvme ? big_endian64(combined)
                                                    : big_endian(static_cast<std::uint32_t>(combined));
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tp::s3 {
 
@@ -38,11 +39,14 @@ class Digest {
   std::unique_ptr<State> state_;
 };
 
-// The CRC of A followed by B from the CRCs of A and B (raw, as Digest::finish returns them) and B's size:
-// S3's full-object checksum of a multipart upload from its parts', and a download's from its ranges'.
-// For crc64nvme and crc32c.
-std::string concatenate_crc(Digest::Algorithm algorithm, std::string_view first, std::string_view second,
-                            std::uint64_t second_size);
+// One piece of an object, as a CRC (raw, as Digest::finish returns it) of its size bytes.
+struct CrcPiece {
+  std::string crc;
+  std::uint64_t size = 0;
+};
+// The CRC of the pieces one after another: S3's full-object checksum of a multipart upload from its parts',
+// and a download's from its ranges'. For crc64nvme and crc32c; at least one piece.
+std::string concatenate_crcs(Digest::Algorithm algorithm, const std::vector<CrcPiece>& pieces);
 
 // An object's checksum as S3 reports it: the algorithm and the base64 of its value.
 struct StoredChecksum {

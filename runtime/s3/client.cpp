@@ -396,7 +396,7 @@ void Client::download(const std::string& bucket, const std::vector<DownloadItem>
     // are combined at the end. Without one, the MD5 of a single-part ETag is computed over ranges in order
     // as they land, by one thread at a time, so it overlaps the download instead of re-reading the file.
     std::optional<StoredChecksum> checksum;
-    std::vector<std::string> range_crc;
+    std::vector<CrcPiece> range_crcs;
     std::mutex hash_mutex;
     std::vector<char> range_done;
     std::size_t next_range_to_hash = 0;
@@ -426,7 +426,7 @@ void Client::download(const std::string& bucket, const std::vector<DownloadItem>
                        large->range_done.size()});
       large->range_done.push_back(0);
     }
-    large->range_crc.resize(large->range_done.size());
+    large->range_crcs.resize(large->range_done.size());
     large_objects.push_back(std::move(large));
   }
   if (!large_objects.empty()) {
@@ -461,7 +461,7 @@ void Client::download(const std::string& bucket, const std::vector<DownloadItem>
       const DownloadItem& item = *large.item;
       const bool verify_md5 = !large.checksum && etag_is_md5(item.object.etag);
       std::unique_lock<std::mutex> hash_lock(large.hash_mutex);
-      if (range_crc) large.range_crc[task.range_index] = range_crc->finish();
+      if (range_crc) large.range_crcs[task.range_index] = {range_crc->finish(), task.end + 1 - task.begin};
       large.range_done[task.range_index] = 1;
       if (large.hashing) return;  // the thread that is hashing will take this range too
       large.hashing = true;
@@ -488,12 +488,7 @@ void Client::download(const std::string& bucket, const std::vector<DownloadItem>
       }
       std::optional<std::string> mismatch;
       if (large.checksum) {
-        std::string combined = large.range_crc[0];
-        for (std::size_t range = 1; range < large.range_crc.size(); ++range) {
-          const std::uint64_t begin = range * settings_.part_size;
-          combined = concatenate_crc(large.checksum->algorithm, combined, large.range_crc[range],
-                                     std::min(settings_.part_size, item.object.size - begin));
-        }
+        const std::string combined = concatenate_crcs(large.checksum->algorithm, large.range_crcs);
         if (base64(combined) != large.checksum->value) {
           mismatch = fmt::format("checksum {} of the downloaded ranges does not match x-amz-checksum {}",
                                  base64(combined), large.checksum->value);
@@ -683,7 +678,7 @@ std::vector<ObjectInfo> Client::upload(const std::string& bucket, const std::vec
     std::uint64_t size;
     std::string upload_id;
     std::vector<xml::CompletedPart> parts;
-    std::vector<std::pair<std::string, std::uint64_t>> part_crcs;  // each part's CRC64NVME (raw) and size
+    std::vector<CrcPiece> part_crcs;  // each part's CRC64NVME
   };
   struct Task {
     const UploadItem* single = nullptr;
@@ -778,11 +773,7 @@ std::vector<ObjectInfo> Client::upload(const std::string& bucket, const std::vec
     for (auto& multipart : multiparts) {
       const std::string what = describe("CompleteMultipartUpload", bucket, multipart->item->key);
       const std::string body = xml::complete_multipart_upload_body(multipart->parts);
-      std::string whole_crc = multipart->part_crcs[0].first;
-      for (std::size_t part = 1; part < multipart->part_crcs.size(); ++part) {
-        whole_crc = concatenate_crc(Digest::Algorithm::crc64nvme, whole_crc, multipart->part_crcs[part].first,
-                                    multipart->part_crcs[part].second);
-      }
+      const std::string whole_crc = concatenate_crcs(Digest::Algorithm::crc64nvme, multipart->part_crcs);
       std::string etag;
       retrying(what, [&]() -> std::optional<std::string> {
         Call call;
