@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   const auto topology = tp::dist::read_topology(tp::dist::process_environment, 1, 0);
   auto communicator = topology.rank ? tp::dist::connect({tp::dist::Backend::gloo, *topology.rank, topology.world_size(),
                                                          topology.master_addr, topology.master_port,
-                                                         std::chrono::seconds(120), 0})
+                                                         std::chrono::seconds(120)})
                                     : tp::dist::single_process();
   tp::spec::ModelSpec model_spec;
   model_spec.arch = "mlp";
