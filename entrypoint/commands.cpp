@@ -168,14 +168,11 @@ int run_user_command(const cli::Options& options, const SpecSource& source, cons
   launch.topology = topology;
   launch.environment = program.environment;
   launch.stop_grace_seconds = static_cast<int>(spec.k8s.grace_s);
-  if (topology.rank) {
-    // A launcher already made this process one rank: the program runs once, as that rank.
-    launch.topology.nproc_per_node = 1;
-    launch.environment["RANK"] = std::to_string(*topology.rank);
-    launch.environment["LOCAL_RANK"] = std::to_string(topology.local_rank.value_or(0));
-    launch.environment["WORLD_SIZE"] = std::to_string(topology.world_size());
-    launch.environment["LOCAL_WORLD_SIZE"] = std::to_string(topology.nproc_per_node);
-  }
+  launch.run_id = spec.job.name;
+  // As torchrun: a program that fails under torch's @record leaves its exception here, and the failure's
+  // message quotes it (else the failed rank's last lines of stderr).
+  launch.error_file_dir = (workdir / "command-errors").string();
+  launch.keep_stderr_tail = true;
   const storage::OutputLocation output(spec, workdir);
   std::error_code error;
   fs::create_directories(output.local_dir(), error);
@@ -191,7 +188,7 @@ int run_user_command(const cli::Options& options, const SpecSource& source, cons
   const dist::WorkersResult result = dist::run_workers(launch);
   // What the program wrote goes to an s3:// output even when it failed: partial results help.
   if (output.remote()) output.publish(output.local_dir());
-  command::check_workers(result, spec.job.command, program.ran);
+  command::check_workers(result, spec.job.command, program.ran, command::failure_cause(result, source.root));
   return 0;
 }
 
@@ -249,20 +246,28 @@ int run(const cli::Options& options) {
 
   const fs::path workdir = fs::absolute(options.workdir);
   storage::OutputLocation output(spec, workdir);
+  dist::ProcessGroupOptions group{plan.backend, rank, world_size, topology.master_addr, topology.master_port,
+                                  std::chrono::seconds(spec.dist.timeout_s), plan.gpu};
+  group.heartbeat = std::chrono::seconds(spec.dist.heartbeat_s);
+  group.stall = std::chrono::seconds(spec.dist.stall_s);
   // Rank 0 writes the outputs: it holds the output's lock, and decides which run this is before any
-  // rendezvous, so that a changed setting fails in seconds and names what changed.
+  // rendezvous, so that a changed setting fails in seconds and names what changed. A rank that fails before
+  // the rendezvous tells the others, which then stop with its message instead of waiting for it.
   std::optional<storage::OutputLock> lock;
   std::optional<storage::RunIdentity> identity;
   if (rank == 0) {
-    lock.emplace(output.local_dir());
-    identity = storage::run_identity(spec, source.root, source.commit);
-    output.fetch_for_resume(identity->key(), spec.checkpoint.keep);
-    if (spec.checkpoint.resume == "auto") storage::require_same_run(*identity, output.checkpoints_root(), output.name());
+    dist::before_rendezvous(group, [&] {
+      lock.emplace(output.local_dir());
+      identity = storage::run_identity(spec, source.root, source.commit);
+      output.fetch_for_resume(identity->key(), spec.checkpoint.keep);
+      if (spec.checkpoint.resume == "auto") storage::require_same_run(*identity, output.checkpoints_root(), output.name());
+    });
   }
   const auto seed = static_cast<std::uint64_t>(spec.job.seed);
-  const data::Datasets data = storage::open_data(spec.data, source.root, {workdir, topology, rank}, seed);
-  torch::jit::Module model =
-      model::create(storage::with_local_weights(spec, workdir), data.schema, source.root, seed);
+  const data::Datasets data = dist::before_rendezvous(
+      group, [&] { return storage::open_data(spec.data, source.root, {workdir, topology, rank}, seed); });
+  torch::jit::Module model = dist::before_rendezvous(
+      group, [&] { return model::create(storage::with_local_weights(spec, workdir), data.schema, source.root, seed); });
 
   // Workers of one node share the cores the pod may use.
   model::set_compute_threads(std::max(1, usable_cores() / topology.nproc_per_node));
@@ -270,10 +275,6 @@ int run(const cli::Options& options) {
   if (world_size == 1) {
     communicator = dist::single_process();
   } else {
-    dist::ProcessGroupOptions group{plan.backend, rank, world_size, topology.master_addr, topology.master_port,
-                                    std::chrono::seconds(spec.dist.timeout_s), plan.gpu};
-    group.heartbeat = std::chrono::seconds(spec.dist.heartbeat_s);
-    group.stall = std::chrono::seconds(spec.dist.stall_s);
     spdlog::info("joining {} ranks through {}:{} ({})", world_size, group.master_addr, group.master_port,
                  dist::name(group.backend));
     communicator = dist::connect(group);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Data-loading benchmark (not a test): 5,000 generated JPEGs of 500x375 to 224x224 random-resized-crop + flip +
 # ImageNet normalization in batches of 64, one epoch each, by trainpoint's loader (tp-bench-data) and by
-# torchvision's DataLoader (Debian's /usr/bin/python3 with python3-torchvision and PIL), with the same worker
+# torchvision's DataLoader (torchvision 0.26 over PyTorch 2.11 from PyPI, bench/baseline-python;
+# BENCH_PYTHON=/usr/bin/python3 for Debian's python3-torchvision), with the same worker
 # counts, in one run. Prints a Markdown table: images/s, CPU seconds, images per CPU-second (images/s per
 # core, robust to other load on the machine) and trainpoint's ratio to torchvision in that figure.
 #
@@ -26,16 +27,18 @@ if [ ! -f "$data/.complete" ]; then
 fi
 cat "$data"/*/* >/dev/null  # both loaders read from the page cache
 
+python=$("$root/bench/baseline-python")
+echo "torchvision: $("$python" -c 'import torch, torchvision; print(torchvision.__version__, "over torch", torch.__version__)'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 results="$(mktemp /tmp/tp-bench-data.XXXXXX.jsonl)"
 for _ in $(seq "${TP_BENCH_REPEATS:-1}"); do
   for w in "${workers[@]}"; do
     "$build/bench/data/tp-bench-data" "$data" --workers "$w" | tee -a "$results"
-    /usr/bin/python3 "$root/bench/data/torchvision_loader.py" "$data" "$w" | tee -a "$results"
+    "$python" "$root/bench/data/torchvision_loader.py" "$data" "$w" | tee -a "$results"
   done
 done
 python3 - "$results" <<'PY'
 import json, statistics, sys
-runs = [json.loads(line) for line in open(sys.argv[1])]
+runs = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]  # the loader logs too
 print(f"medians of {len(runs) // len({(r['loader'], r['workers']) for r in runs})} run(s)")
 print("| workers | loader | images/s | CPU s | images per CPU-second | trainpoint / torchvision |")
 print("|---|---|---|---|---|---|")

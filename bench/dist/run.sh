@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Distribution overhead on CPU with Gloo: 1 rank versus 2 ranks at the same per-rank batch, for
-# trainpoint's engine and for Python PyTorch's DDP (Debian's python3-torch), in one run. Python runs twice:
+# trainpoint's engine and for Python PyTorch's DDP (PyTorch 2.11 from PyPI, bench/baseline-python;
+# BENCH_PYTHON=/usr/bin/python3 for Debian's 1.13), in one run. Python runs twice:
 # as users run it (torch.set_num_threads(1), OpenBLAS's pool at its default of one thread per core) and
 # tuned as trainpoint runs (OPENBLAS_NUM_THREADS=1 as well).
 # Usage: bench/dist/run.sh [STEPS] [BATCH] [REPEATS]   (builds tp-dist-bench first)
@@ -10,9 +11,11 @@ build_dir="${BUILD_DIR:-$root/build}"
 steps="${1:-30}"
 batch="${2:-64}"
 repeats="${3:-3}"
-"$root/scripts/build" --target tp-dist-bench >/dev/null
+# BENCH_PREBUILT=1: BUILD_DIR already holds it (a build configured otherwise, such as against the wheel line's LibTorch).
+[ -n "${BENCH_PREBUILT:-}" ] || "$root/scripts/build" --target tp-dist-bench >/dev/null
 bench="$build_dir/bench/dist/tp-dist-bench"
-python=/usr/bin/python3
+python=$("$root/bench/baseline-python")
+echo "python DDP: $("$python" -c 'import torch; print(torch.__version__)'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 port=$((20000 + RANDOM % 20000))
 
 two_ranks() {  # COMMAND...: runs it as rank 0 and rank 1, prints rank 0's line

@@ -1,28 +1,33 @@
 #!/usr/bin/env bash
-# Training throughput on CPU: trainpoint's engine (tp-train-bench) against Python PyTorch eager (Debian's
-# python3-torch, the same BLAS) on the same architecture, batch and synthetic data, alternating runs in one
-# call. Python also runs "tuned" as trainpoint runs by default: channels_last for the convolutional nets and
-# OpenBLAS's thread pool sized as LibTorch's (OPENBLAS_NUM_THREADS), to show where the difference comes from. Prints each run and a Markdown table of medians with the ratio
-# trainpoint / Python (per CPU-second).
+# Training throughput on CPU: trainpoint's engine (tp-train-bench) against Python PyTorch eager (PyTorch 2.11
+# from PyPI, bench/baseline-python; BENCH_PYTHON=/usr/bin/python3 for Debian's 1.13 with trainpoint's BLAS) on
+# the same architecture, batch and synthetic data, alternating runs in one call. Python also runs "tuned" as
+# trainpoint runs by default: channels_last for the convolutional nets and OpenBLAS's thread pool sized as
+# LibTorch's (OPENBLAS_NUM_THREADS, which only Debian's OpenBLAS build reads), to show where the difference
+# comes from. Prints each run and a Markdown table of medians with the ratio trainpoint / Python (per
+# CPU-second).
 # usage: bench/train/run.sh [REPEATS] [THREADS]   (BUILD_DIR overrides build/)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
 repeats="${1:-3}"
 threads="${2:-1}"
-"$root/scripts/build" --target tp-train-bench >/dev/null
+# BENCH_PREBUILT=1: BUILD_DIR already holds it (a build configured otherwise, such as against the wheel line's LibTorch).
+[ -n "${BENCH_PREBUILT:-}" ] || "$root/scripts/build" --target tp-train-bench >/dev/null
+python=$("$root/bench/baseline-python")
+echo "python eager: $("$python" -c 'import torch; print(torch.__version__)'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 results="$(mktemp /tmp/tp-bench-train.XXXXXX.jsonl)"
 # arch batch size channels steps
 configs=("small_cnn 64 28 1 60" "small_cnn 64 32 3 40" "resnet18 16 64 3 10")
 for config in "${configs[@]}"; do
   for _ in $(seq "$repeats"); do
     "$build_dir/bench/train/tp-train-bench" $config "$threads" | tee -a "$results"
-    /usr/bin/python3 "$root/bench/train/python_eager.py" $config "$threads" | tee -a "$results"
-    OPENBLAS_NUM_THREADS="$threads" /usr/bin/python3 "$root/bench/train/python_eager.py" $config "$threads" \
+    "$python" "$root/bench/train/python_eager.py" $config "$threads" | tee -a "$results"
+    OPENBLAS_NUM_THREADS="$threads" "$python" "$root/bench/train/python_eager.py" $config "$threads" \
       --channels-last | tee -a "$results"
   done
 done
-/usr/bin/python3 - "$results" "$threads" <<'PY'
+python3 - "$results" "$threads" <<'PY'
 import json, statistics, sys
 runs = [json.loads(line) for line in open(sys.argv[1])]
 print(f"\n{sys.argv[2]} thread(s); medians of the runs above")

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "common/error.h"
@@ -73,25 +75,76 @@ void check_script(const std::vector<std::string>& command, const fs::path& root)
        "(the program runs from the repository root)", fmt::join(command, " "), *script, root.string());
 }
 
-void check_workers(const dist::WorkersResult& result, const std::vector<std::string>& command, const std::string& ran) {
+namespace {
+
+// The last frame of a Python traceback, "train.py:42", the file relative to `root` when it is in it.
+std::string innermost_frame(const std::string& traceback, const fs::path& root) {
+  static const std::regex kFrame(R"re(File "([^"]+)", line (\d+))re");
+  std::string file, line;
+  for (auto match = std::sregex_iterator(traceback.begin(), traceback.end(), kFrame); match != std::sregex_iterator();
+       ++match) {
+    file = (*match)[1];
+    line = (*match)[2];
+  }
+  if (file.empty()) return "";
+  const fs::path relative = fs::path(file).lexically_relative(root);
+  if (!relative.empty() && *relative.begin() != "..") file = relative.string();
+  return fmt::format("{}:{}", file, line);
+}
+
+// torch.distributed.elastic's error file: {"message": {"message": "ValueError: ...", "extraInfo":
+// {"py_callstack": "Traceback ...", "timestamp": "..."}}}; some writers put a plain string in "message".
+std::string recorded_exception(const std::string& error_file, const fs::path& root) {
+  std::ifstream in(error_file);
+  if (!in) return "";
+  const nlohmann::json document = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!document.is_object() || !document.contains("message")) return "";
+  const nlohmann::json& message = document["message"];
+  if (message.is_string()) return message.get<std::string>();
+  if (!message.is_object() || !message.contains("message") || !message["message"].is_string()) return "";
+  std::string text = message["message"].get<std::string>();
+  const auto* callstack = message.contains("extraInfo") && message["extraInfo"].is_object() &&
+                                  message["extraInfo"].contains("py_callstack") &&
+                                  message["extraInfo"]["py_callstack"].is_string()
+                              ? &message["extraInfo"]["py_callstack"]
+                              : nullptr;
+  const std::string frame = callstack == nullptr ? "" : innermost_frame(callstack->get<std::string>(), root);
+  return frame.empty() ? text : fmt::format("{} ({})", text, frame);
+}
+
+}  // namespace
+
+std::string failure_cause(const dist::WorkersResult& result, const fs::path& root) {
+  if (!result.error_file.empty()) {
+    std::string recorded = recorded_exception(result.error_file, root);
+    if (!recorded.empty()) return recorded;
+  }
+  if (result.stderr_tail.empty()) return "";
+  return fmt::format("its last lines of stderr:\n  {}", fmt::join(result.stderr_tail, "\n  "));
+}
+
+void check_workers(const dist::WorkersResult& result, const std::vector<std::string>& command, const std::string& ran,
+                   const std::string& cause) {
   const std::string what = fmt::format("'{}' ({})", fmt::join(command, " "), ran);
+  const std::string worker = fmt::format("rank {} (worker {} of this node)", result.rank, result.local_rank);
+  const std::string because = cause.empty() ? "" : fmt::format(": {}", cause);
   if (result.interrupted) {
     fail(ExitCode::interrupted, "stopped by SIGTERM/SIGINT: {} was asked to stop{}", what,
-         result.code == 0 ? "" : fmt::format(" (worker {} exited with code {})", result.local_rank, result.code));
+         result.code == 0 ? "" : fmt::format(" ({} exited with code {})", worker, result.code));
   }
   if (result.code == 0) return;
   if (result.signal != 0) {
     const char* name = sigabbrev_np(result.signal);
-    fail(ExitCode::program_retryable, "worker {}: {} was ended by signal {} (SIG{}{}): a restart may succeed",
-         result.local_rank, what, result.signal, name == nullptr ? "?" : name,
-         result.signal == 9 ? ": out of memory, or killed from outside" : "");
+    fail(ExitCode::program_retryable, "{}: {} was ended by signal {} (SIG{}{}): a restart may succeed{}", worker,
+         what, result.signal, name == nullptr ? "?" : name,
+         result.signal == 9 ? ": out of memory, or killed from outside" : "", because);
   }
   if (result.code >= 128) {
-    fail(ExitCode::program_retryable, "worker {}: {} exited with code {}, which asks for a retry (128-255)",
-         result.local_rank, what, result.code);
+    fail(ExitCode::program_retryable, "{}: {} exited with code {}, which asks for a retry (128-255){}", worker, what,
+         result.code, because);
   }
-  fail(ExitCode::program, "worker {}: {} exited with code {} (the program's own code): its output above says why",
-       result.local_rank, what, result.code);
+  fail(ExitCode::program, "{}: {} exited with code {} (the program's own code){}", worker, what, result.code,
+       cause.empty() ? ": its output above says why" : because);
 }
 
 }  // namespace tp::command

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "dist/device_plan.h"
 #include "dist/phase.h"
 
@@ -92,6 +93,25 @@ struct ProcessGroupOptions {
 // not finished after the timeout, also when the training thread is blocked elsewhere (NCCL's collectives
 // do not block the host; a later synchronisation with the GPU does).
 std::unique_ptr<Communicator> connect(const ProcessGroupOptions& options);
+
+// Tells the other ranks that this rank failed before the rendezvous, so that they stop with its class and
+// message instead of waiting dist.timeout_s for it: rank 0 serves the store with that verdict until every
+// rank has read it (or a minute passed); another rank leaves its failure in rank 0's store if it reaches it
+// within a minute. Never throws.
+void announce_failure(const ProcessGroupOptions& options, ExitCode code, const std::string& message);
+
+// Runs a step a rank takes before the rendezvous (rank 0 deciding which run this is, opening the data,
+// building the model); when it throws tp::Error, the other ranks are told (announce_failure) before the
+// error goes on.
+template <typename Step>
+auto before_rendezvous(const ProcessGroupOptions& options, Step&& step) -> decltype(step()) {
+  try {
+    return step();
+  } catch (const Error& error) {
+    if (options.world_size > 1) announce_failure(options, error.code(), error.what());
+    throw;
+  }
+}
 
 // The version of the NCCL library this process loaded ("2.28.9"), or "" in a build without NCCL.
 std::string nccl_version();

@@ -3,13 +3,17 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
+#include "common/cpu.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/signals.h"
@@ -27,6 +31,48 @@ int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 
 struct Started {
   pid_t pid = -1;
   std::string exec_error;
+  int stderr_pipe = -1;  // the read end of its stderr, with keep_stderr_tail
+};
+
+// How many of a worker's last stderr lines a failure's message can show.
+constexpr std::size_t kStderrTailLines = 20;
+
+// A worker's stderr on its way to the launcher's: passed on as it comes, its last lines kept.
+class StderrTail {
+ public:
+  // Reads what is there; returns false at the end of the stream.
+  bool pump(int fd) {
+    char buffer[65536];
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0) return errno == EINTR || errno == EAGAIN;
+    if (got == 0) return false;
+    for (ssize_t written = 0; written < got;) {
+      const ssize_t now = ::write(STDERR_FILENO, buffer + written, static_cast<std::size_t>(got - written));
+      if (now < 0 && errno != EINTR) break;  // our own stderr is gone: keep the lines anyway
+      written += std::max<ssize_t>(now, 0);
+    }
+    text_.append(buffer, static_cast<std::size_t>(got));
+    constexpr std::size_t kKeep = 64 * 1024;
+    if (text_.size() > 2 * kKeep) text_.erase(0, text_.size() - kKeep);
+    return true;
+  }
+  std::vector<std::string> last_lines() const {
+    std::vector<std::string> lines;
+    std::size_t end = text_.size();
+    while (end > 0 && lines.size() < kStderrTailLines) {
+      const std::size_t start = text_.rfind('\n', end - 1);
+      const std::size_t from = start == std::string::npos ? 0 : start + 1;
+      std::string line = text_.substr(from, end - from);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty()) lines.insert(lines.begin(), std::move(line));
+      if (start == std::string::npos) break;
+      end = start;
+    }
+    return lines;
+  }
+
+ private:
+  std::string text_;
 };
 
 // The child reports a failed exec through a pipe that a successful exec closes (O_CLOEXEC), so that
@@ -35,17 +81,22 @@ Started start_worker(const WorkerLaunch& launch, int local_rank) {
   const bool self = launch.program.empty();
   std::vector<std::string> argv{self ? "trainpoint" : launch.program};
   argv.insert(argv.end(), launch.arguments.begin(), launch.arguments.end());
-  auto environment = worker_environment(launch.topology, local_rank);
+  auto environment = worker_environment(launch.topology, local_rank, launch.run_id);
   for (const auto& [name, value] : launch.environment) environment[name] = value;
 
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) {
     fail(ExitCode::internal, "cannot start worker {}: pipe failed: {}", local_rank, std::strerror(errno));
   }
+  int stderr_pipe[2] = {-1, -1};
+  if (launch.keep_stderr_tail && ::pipe2(stderr_pipe, O_CLOEXEC) != 0) {
+    fail(ExitCode::internal, "cannot start worker {}: pipe failed: {}", local_rank, std::strerror(errno));
+  }
   const pid_t pid = ::fork();
   if (pid < 0) fail(ExitCode::internal, "cannot start worker {}: fork failed: {}", local_rank, std::strerror(errno));
   if (pid == 0) {
     ::close(report[0]);
+    if (stderr_pipe[1] >= 0) ::dup2(stderr_pipe[1], STDERR_FILENO);  // dup2 clears O_CLOEXEC
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGINT, SIG_DFL);
     restore_broken_pipe_default();  // a user's program (a shell pipeline) expects it
@@ -69,26 +120,60 @@ Started start_worker(const WorkerLaunch& launch, int local_rank) {
     std::_Exit(127);
   }
   ::close(report[1]);
+  if (stderr_pipe[1] >= 0) {
+    ::close(stderr_pipe[1]);
+    ::fcntl(stderr_pipe[0], F_SETFL, O_NONBLOCK);
+  }
   int cause = 0;
   ssize_t got = 0;
   do {
     got = ::read(report[0], &cause, sizeof cause);
   } while (got < 0 && errno == EINTR);
   ::close(report[0]);
-  if (got != static_cast<ssize_t>(sizeof cause)) return {pid, ""};
+  if (got != static_cast<ssize_t>(sizeof cause)) return {pid, "", stderr_pipe[0]};
   ::waitpid(pid, nullptr, 0);
+  if (stderr_pipe[0] >= 0) ::close(stderr_pipe[0]);
   return {-1, fmt::format("cannot execute '{}': {}", launch.program, std::strerror(cause))};
+}
+
+int global_rank(const Topology& topology, int local_rank) {
+  return topology.rank.value_or(topology.node_rank * topology.nproc_per_node + local_rank);
 }
 
 }  // namespace
 
-std::map<std::string, std::string> worker_environment(const Topology& topology, int local_rank) {
-  return {{"RANK", std::to_string(topology.node_rank * topology.nproc_per_node + local_rank)},
-          {"LOCAL_RANK", std::to_string(local_rank)},
-          {"WORLD_SIZE", std::to_string(topology.world_size())},
-          {"LOCAL_WORLD_SIZE", std::to_string(topology.nproc_per_node)},
-          {"MASTER_ADDR", topology.master_addr},
-          {"MASTER_PORT", std::to_string(topology.master_port)}};
+std::map<std::string, std::string> worker_environment(const Topology& topology, int local_rank,
+                                                      const std::string& run_id) {
+  const std::string rank = std::to_string(global_rank(topology, local_rank));
+  const std::string world_size = std::to_string(topology.world_size());
+  std::map<std::string, std::string> environment{
+      {"RANK", rank},
+      {"LOCAL_RANK", std::to_string(topology.local_rank.value_or(local_rank))},
+      {"WORLD_SIZE", world_size},
+      {"LOCAL_WORLD_SIZE", std::to_string(topology.nproc_per_node)},
+      {"GROUP_RANK", std::to_string(topology.node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(topology.nnodes)},
+      {"ROLE_NAME", "default"},
+      {"ROLE_RANK", rank},
+      {"ROLE_WORLD_SIZE", world_size},
+      {"MASTER_ADDR", topology.master_addr},
+      {"MASTER_PORT", std::to_string(topology.master_port)},
+      {"TORCHELASTIC_RUN_ID", run_id},
+      // Kubernetes restarts a failed pod; trainpoint does not restart workers in place.
+      {"TORCHELASTIC_RESTART_COUNT", "0"},
+      {"TORCHELASTIC_MAX_RESTARTS", "0"},
+      // The program's init_process_group serves its own store on rank 0, as under torchrun without an agent store.
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"}};
+  // torchrun sets 1 when it starts several workers; each worker's share of the pod's cores keeps a CPU job
+  // as fast as trainpoint's own workers are (they share the cores the same way).
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    environment["OMP_NUM_THREADS"] = std::to_string(std::max(1, usable_cores() / topology.nproc_per_node));
+  }
+  return environment;
+}
+
+std::string error_file_path(const std::string& directory, int rank) {
+  return (std::filesystem::path(directory) / fmt::format("error-rank-{}.json", rank)).string();
 }
 
 WorkersResult run_workers(const WorkerLaunch& launch) {
@@ -97,19 +182,59 @@ WorkersResult run_workers(const WorkerLaunch& launch) {
   ::sigaction(SIGTERM, &action, nullptr);
   ::sigaction(SIGINT, &action, nullptr);
 
+  // A launcher that made this process one worker already (torchrun) leaves one program to start.
+  const int workers = launch.topology.rank ? 1 : launch.topology.nproc_per_node;
+  if (!launch.error_file_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(launch.error_file_dir, error);
+    for (int local_rank = 0; local_rank < workers; ++local_rank) {
+      std::filesystem::remove(error_file_path(launch.error_file_dir, global_rank(launch.topology, local_rank)), error);
+    }
+  }
   std::map<pid_t, int> running;  // pid -> local rank
-  for (int local_rank = 0; local_rank < launch.topology.nproc_per_node; ++local_rank) {
-    const Started started = start_worker(launch, local_rank);
+  std::map<int, int> stderr_pipes;  // local rank -> the read end of its stderr
+  std::map<int, StderrTail> tails;  // local rank -> its stderr's last lines
+  for (int local_rank = 0; local_rank < workers; ++local_rank) {
+    WorkerLaunch worker = launch;
+    if (!launch.error_file_dir.empty()) {
+      worker.environment["TORCHELASTIC_ERROR_FILE"] =
+          error_file_path(launch.error_file_dir, global_rank(launch.topology, local_rank));
+    }
+    const Started started = start_worker(worker, local_rank);
     if (!started.exec_error.empty()) {
       for (const auto& [pid, rank] : running) ::kill(pid, SIGKILL);
       for (const auto& [pid, rank] : running) ::waitpid(pid, nullptr, 0);
+      for (const auto& [rank, fd] : stderr_pipes) ::close(fd);
       fail(ExitCode::spec, "cannot start worker {}: {}", local_rank, started.exec_error);
     }
     running[started.pid] = local_rank;
+    if (started.stderr_pipe >= 0) stderr_pipes[local_rank] = started.stderr_pipe;
   }
-  spdlog::info("started {} workers (ranks {}-{} of {})", running.size(),
-               launch.topology.node_rank * launch.topology.nproc_per_node,
-               (launch.topology.node_rank + 1) * launch.topology.nproc_per_node - 1, launch.topology.world_size());
+  const int first_rank = global_rank(launch.topology, 0);
+  spdlog::info("started {} workers (ranks {}-{} of {})", running.size(), first_rank, first_rank + workers - 1,
+               launch.topology.world_size());
+
+  // Passes on what the workers wrote to stderr, waiting at most `timeout` for some.
+  auto pump_stderr = [&](std::chrono::milliseconds timeout) {
+    if (stderr_pipes.empty()) {
+      std::this_thread::sleep_for(timeout);
+      return;
+    }
+    std::vector<pollfd> polled;
+    std::vector<int> ranks;
+    for (const auto& [local_rank, fd] : stderr_pipes) {
+      polled.push_back({fd, POLLIN, 0});
+      ranks.push_back(local_rank);
+    }
+    if (::poll(polled.data(), polled.size(), static_cast<int>(timeout.count())) <= 0) return;
+    for (std::size_t i = 0; i < polled.size(); ++i) {
+      if (polled[i].revents == 0) continue;
+      if (!tails[ranks[i]].pump(polled[i].fd)) {
+        ::close(polled[i].fd);
+        stderr_pipes.erase(ranks[i]);
+      }
+    }
+  };
 
   WorkersResult result;
   bool stopping = false;
@@ -127,8 +252,10 @@ WorkersResult run_workers(const WorkerLaunch& launch) {
       if (code != 0 && result.code == 0) {
         result.code = code;
         result.local_rank = local_rank;
+        result.rank = global_rank(launch.topology, local_rank);
         result.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-        spdlog::error("worker {} exited with code {}: stopping the other workers", local_rank, code);
+        spdlog::error("worker {} (rank {}) exited with code {}: stopping the other workers", local_rank, result.rank,
+                      code);
       }
       if (code != 0 && !stopping) {
         stopping = true;
@@ -144,9 +271,16 @@ WorkersResult run_workers(const WorkerLaunch& launch) {
       stop_all(SIGTERM);
     }
     if (stopping && std::chrono::steady_clock::now() > kill_at) stop_all(SIGKILL);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    pump_stderr(std::chrono::milliseconds(50));
   }
+  // What the workers wrote last; a worker's own children may still hold its pipe open: no waiting for them.
+  for (int round = 0; round < 20 && !stderr_pipes.empty(); ++round) pump_stderr(std::chrono::milliseconds(5));
+  for (const auto& [local_rank, fd] : stderr_pipes) ::close(fd);
   result.interrupted = received_signal != 0;
+  if (result.local_rank >= 0) {
+    result.stderr_tail = tails[result.local_rank].last_lines();
+    if (!launch.error_file_dir.empty()) result.error_file = error_file_path(launch.error_file_dir, result.rank);
+  }
   return result;
 }
 

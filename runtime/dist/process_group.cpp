@@ -24,6 +24,7 @@
 #include "dist/c10d_compat.h"
 #include "dist/collective_watch.h"
 #include "dist/communicator.h"
+#include "dist/rendezvous.h"
 
 namespace tp::dist {
 namespace {
@@ -35,48 +36,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kBackendGrace{30};
 // How often the watchdog polls the collectives in flight.
 constexpr std::chrono::milliseconds kWatchInterval{250};
-
-c10::intrusive_ptr<c10d::TCPStore> connect_store(const ProcessGroupOptions& options, bool server,
-                                                 std::chrono::milliseconds timeout) {
-  c10d::TCPStoreOptions store_options;
-  store_options.port = static_cast<std::uint16_t>(options.master_port);
-  store_options.isServer = server;
-  store_options.numWorkers = options.world_size;
-  store_options.waitWorkers = false;
-  store_options.timeout = timeout;
-  return compat::make_tcp_store(options.master_addr, store_options);
-}
-
-// Workers often start before the master's name resolves or its port listens: retry with backoff.
-c10::intrusive_ptr<c10d::TCPStore> rendezvous(const ProcessGroupOptions& options) {
-  const auto deadline = Clock::now() + options.timeout;
-  auto delay = std::chrono::milliseconds(100);
-  for (int attempt = 1;; ++attempt) {
-    try {
-      return connect_store(options, options.rank == 0, options.timeout);
-    } catch (const std::exception& error) {
-      const std::string cause = error.what();
-      if (!compat::is_network_failure(error)) {
-        // Retrying, here or by restarting the pod, would fail the same way.
-        fail(ExitCode::internal, "rank {}: cannot create the rendezvous store for {}:{}, and not for a network "
-             "reason: {}", options.rank, options.master_addr, options.master_port, cause.substr(0, cause.find('\n')));
-      }
-      if (options.rank == 0) {
-        fail(ExitCode::peer_lost, "rank 0: cannot serve the rendezvous store on {}:{}: {}", options.master_addr,
-             options.master_port, cause.substr(0, cause.find('\n')));
-      }
-      if (Clock::now() + delay >= deadline) {
-        fail(ExitCode::peer_lost, "rank {}: rendezvous with the master {}:{} failed after {} attempts in {}s: {}",
-             options.rank, options.master_addr, options.master_port, attempt, options.timeout.count(),
-             cause.substr(0, cause.find('\n')));
-      }
-      spdlog::info("rank {}: master {}:{} not reachable yet (attempt {}), retrying in {}ms", options.rank,
-                   options.master_addr, options.master_port, attempt, delay.count());
-      std::this_thread::sleep_for(delay);
-      delay = std::min(delay * 2, std::chrono::milliseconds(5000));
-    }
-  }
-}
 
 // The heartbeat and hang watchdog. Every `options.heartbeat` each rank publishes its record
 // "<beat> <step> <phase> <ms in this step and phase>" to the rendezvous store over its own connection

@@ -27,6 +27,7 @@ import torch.distributed as dist
 
 fail_rank = os.environ.get("FAIL_RANK")
 if fail_rank is not None and int(os.environ["RANK"]) == int(fail_rank):
+    print("rank %s gives up: shard 7 is unreadable" % fail_rank, file=sys.stderr)
     sys.exit(int(os.environ["FAIL_CODE"]))
 dist.init_process_group("gloo")
 rank = dist.get_rank()
@@ -35,8 +36,12 @@ dist.all_reduce(value)
 data = os.environ["TRAINPOINT_DATA_DIR"]
 with open(os.path.join(os.environ["TRAINPOINT_OUTPUT_DIR"], "rank-%d.txt" % rank), "w") as out:
     out.write("sum=%g\n" % value.item())
-    for name in ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR"]:
+    for name in ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "GROUP_RANK",
+                 "GROUP_WORLD_SIZE", "ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE", "TORCHELASTIC_RUN_ID",
+                 "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE",
+                 "OMP_NUM_THREADS"]:
         out.write("%s=%s\n" % (name, os.environ[name]))
+    out.write("error_file=%s\n" % os.path.basename(os.environ["TORCHELASTIC_ERROR_FILE"]))
     out.write("cwd_has_program=%s\n" % os.path.exists("ddp.py"))
     out.write("data_files=%d\n" % len(os.listdir(data)))
     out.write("args=%s\n" % " ".join(sys.argv[1:]))
@@ -52,6 +57,24 @@ def stop(signum, frame):
 signal.signal(signal.SIGTERM, stop)
 open(os.path.join(out, "ready-%s" % os.environ["RANK"]), "w").close()
 time.sleep(120)
+)";
+
+// Fails on rank 1 under torch's @record, as a script launched by torchrun does: its exception goes to
+// TORCHELASTIC_ERROR_FILE. Rank 0 waits to be stopped.
+const char* kRecorded = R"(import os, time
+from torch.distributed.elastic.multiprocessing.errors import record
+
+def read_labels():
+    raise ValueError("label 7 is not one of the 5 classes")
+
+@record
+def main():
+    if os.environ["RANK"] == "1":
+        read_labels()
+    time.sleep(120)
+
+if __name__ == "__main__":
+    main()
 )";
 
 const char* kSpec = R"([job]
@@ -73,6 +96,7 @@ class CommandMode : public ::testing::Test {
     testing::write_text(repo / "ddp.py", kProgram);
     testing::write_text(repo / "train.toml", kSpec);
     testing::write_text(repo / "wait.py", kWaiter);
+    testing::write_text(repo / "recorded.py", kRecorded);
     testing::write_text(repo / "data" / "a.csv", "x,y\n1,2\n");
     testing::write_text(repo / "data" / "b.csv", "x,y\n3,4\n");
     run_checked("cd " + shell_quote(repo.string()) +
@@ -106,6 +130,15 @@ TEST_F(CommandMode, TwoRanksOfTheUsersProgramAllReduceThroughTrainpointsVariable
     EXPECT_NE(report.find("cwd_has_program=True\n"), std::string::npos) << report;
     EXPECT_NE(report.find("data_files=2\n"), std::string::npos) << report;
     EXPECT_NE(report.find("args=--epochs 5\n"), std::string::npos) << report;
+    // The rest of torchrun's variables, which Lightning and Accelerate look for.
+    for (const std::string& variable :
+         std::vector<std::string>{"GROUP_RANK=0", "GROUP_WORLD_SIZE=1", "ROLE_NAME=default", "ROLE_RANK=" + std::to_string(rank),
+          "ROLE_WORLD_SIZE=2", "TORCHELASTIC_RUN_ID=command-mode", "TORCHELASTIC_RESTART_COUNT=0",
+          "TORCHELASTIC_MAX_RESTARTS=0", "TORCHELASTIC_USE_AGENT_STORE=False",
+          "error_file=error-rank-" + std::to_string(rank) + ".json"}) {
+      EXPECT_NE(report.find(variable + "\n"), std::string::npos) << variable << " in\n" << report;
+    }
+    EXPECT_TRUE(std::regex_search(report, std::regex("\nOMP_NUM_THREADS=[1-9][0-9]*\n"))) << report;
   }
 }
 
@@ -115,11 +148,23 @@ TEST_F(CommandMode, AFailingRanksExitStopsTheOtherRankAndIsAProgramErrorWithItsO
   // the interpreter that ran.
   const auto result = run_job("FAIL_RANK=1 FAIL_CODE=17");
   EXPECT_EQ(result.exit_code, 10) << result.output;
-  EXPECT_NE(result.output.find("worker 1 exited with code 17"), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("worker 1: '/usr/bin/python3 ddp.py --epochs 5' (/usr/bin/python3 (Python 3.1"),
-            std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("exited with code 17 (the program's own code)"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("worker 1 (rank 1) exited with code 17"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("rank 1 (worker 1 of this node): '/usr/bin/python3 ddp.py --epochs 5' "
+                               "(/usr/bin/python3 (Python 3.1"), std::string::npos) << result.output;
+  // Without torch's @record, the cause is the failed rank's last lines of stderr, in the last line's message.
+  EXPECT_NE(result.output.find("exited with code 17 (the program's own code): its last lines of stderr:\n  "
+                               "rank 1 gives up: shard 7 is unreadable"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("(exit 10, program error)"), std::string::npos) << result.output;
+}
+
+TEST_F(CommandMode, TheExceptionTorchsRecordWroteIsTheFailuresCauseWithItsFileAndLine) {
+  const auto result = run_job("'TRAINPOINT_SET=job.command=[\"/usr/bin/python3\", \"recorded.py\"]'");
+  EXPECT_EQ(result.exit_code, 10) << result.output;
+  EXPECT_NE(result.output.find("rank 1 (worker 1 of this node): '/usr/bin/python3 recorded.py'"), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("exited with code 1 (the program's own code): ValueError: label 7 is not one of the "
+                               "5 classes (recorded.py:5) (exit 10, program error)"), std::string::npos)
+      << result.output;
 }
 
 TEST_F(CommandMode, AMissingModuleNamesTheInterpreterThatRan) {

@@ -4,6 +4,8 @@
 //     step's batch, and writes the final parameters (one per line, %.9g) and the step timing.
 //   tp-dist-worker hang --timeout SECONDS
 //     all-reduces forever, printing "step N" lines, until a collective fails.
+//   tp-dist-worker fail-before-rendezvous --failing-rank R --timeout SECONDS
+//     rank R fails (a data error) in a step before the rendezvous; the others join and print "joined".
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -28,13 +30,29 @@ std::string argument(int argc, char** argv, const std::string& name, const std::
   return fallback;
 }
 
-std::unique_ptr<dist::Communicator> join(int timeout_seconds) {
+dist::ProcessGroupOptions group_options(int timeout_seconds) {
   const auto topology = dist::read_topology(dist::process_environment, 1, 0);
-  if (!topology.rank) return dist::single_process();
-  dist::ProcessGroupOptions options{dist::Backend::gloo, *topology.rank, topology.world_size(), topology.master_addr,
-                                    topology.master_port, std::chrono::seconds(timeout_seconds)};
+  dist::ProcessGroupOptions options{dist::Backend::gloo, topology.rank.value_or(0), topology.world_size(),
+                                    topology.master_addr, topology.master_port, std::chrono::seconds(timeout_seconds)};
   options.heartbeat = std::chrono::seconds(1);  // lost ranks are named within seconds
+  return options;
+}
+
+std::unique_ptr<dist::Communicator> join(int timeout_seconds) {
+  const dist::ProcessGroupOptions options = group_options(timeout_seconds);
+  if (options.world_size == 1) return dist::single_process();
   return dist::connect(options);
+}
+
+int fail_before_rendezvous(int argc, char** argv) {
+  const int failing_rank = std::stoi(argument(argc, argv, "--failing-rank", "0"));
+  const dist::ProcessGroupOptions options = group_options(std::stoi(argument(argc, argv, "--timeout", "60")));
+  dist::before_rendezvous(options, [&] {
+    if (options.rank == failing_rank) fail(ExitCode::data, "data.source: table.csv has no rows");
+  });
+  auto communicator = dist::connect(options);
+  std::printf("joined\n");
+  return 0;
 }
 
 int equivalence(int argc, char** argv) {
@@ -120,7 +138,8 @@ int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "equivalence") return equivalence(argc, argv);
     if (mode == "hang") return hang(argc, argv);
-    std::fprintf(stderr, "usage: tp-dist-worker equivalence|hang [options]\n");
+    if (mode == "fail-before-rendezvous") return fail_before_rendezvous(argc, argv);
+    std::fprintf(stderr, "usage: tp-dist-worker equivalence|hang|fail-before-rendezvous [options]\n");
     return 2;
   } catch (const tp::Error& error) {
     std::fprintf(stderr, "error: %s\n", error.what());

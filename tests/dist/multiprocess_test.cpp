@@ -103,6 +103,42 @@ TEST(Distributed, KilledMasterIsNamed) {
   EXPECT_NE(result.output.find("lost rank 0"), std::string::npos) << result.output;
 }
 
+// Three ranks where one fails before the rendezvous (a data error, exit 5), the master or another: every
+// rank exits in that class, naming the rank and its message, instead of waiting dist.timeout_s (60 s,
+// after which they would exit 202) for it. Each rank's output goes to its own file.
+void EveryRankStopsWithTheFailureOf(int failing_rank) {
+  testing::TempDir dir;
+  const int port = testing::free_port();
+  const std::string worker =
+      std::string(TP_DIST_WORKER_BIN) + " fail-before-rendezvous --timeout 60 --failing-rank " +
+      std::to_string(failing_rank);
+  std::string script = "(";
+  for (int rank = 0; rank < 3; ++rank) {
+    script += torchrun_env(rank, 3, port) + worker + " > " + (dir / ("rank" + std::to_string(rank))).string() +
+              " 2>&1 & ";
+  }
+  script += "wait %1; echo \"rank0 $?\"; wait %2; echo \"rank1 $?\"; wait %3; echo \"rank2 $?\")";
+  const auto result = run_command(script);
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string log = testing::read_text(dir / ("rank" + std::to_string(rank)));
+    EXPECT_NE(result.output.find("rank" + std::to_string(rank) + " 5\n"), std::string::npos)
+        << result.output << "rank " << rank << ":\n" << log;
+    const std::string expected = rank == failing_rank ? "error: data.source: table.csv has no rows"
+                                                      : "error: rank " + std::to_string(failing_rank) +
+                                                            " failed before the rendezvous: data.source: table.csv has no rows";
+    EXPECT_NE(log.find(expected), std::string::npos) << "rank " << rank << ":\n" << log;
+    EXPECT_EQ(log.find("joined"), std::string::npos) << log;
+  }
+}
+
+TEST(Distributed, TheMastersFailureBeforeTheRendezvousStopsEveryRankWithItsClassAndMessage) {
+  EveryRankStopsWithTheFailureOf(0);
+}
+
+TEST(Distributed, AWorkersFailureBeforeTheRendezvousStopsEveryRankWithItsClassAndMessage) {
+  EveryRankStopsWithTheFailureOf(1);
+}
+
 // Three `trainpoint run` ranks (torchrun's variables) train until rank 1 is stopped with SIGSTOP:
 // ranks 0 and 2 report it by rank, step and phase within dist.stall_s, then their all-reduce times out
 // after dist.timeout_s and they exit 202 naming it. After SIGCONT rank 1 finds its peers gone and

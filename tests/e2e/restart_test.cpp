@@ -360,6 +360,21 @@ void StopMidEpochAndResumeAt(const fs::path& root, const std::string& spec, int 
   }
 }
 
+// On two pods, rank 0's refusal reaches the other pod: it stops in the same class with rank 0's message,
+// instead of waiting dist.timeout_s (20 s here) for a master that never serves and then exiting 202.
+TEST_F(Restarts, AChangedSettingRefusedByRank0StopsTheOtherPodWithItsMessage) {
+  const std::string spec = spec_arguments({}) + " --set train.epochs=1";
+  JobStart job(dir_ / "job", 2, 1);
+  const auto first = job.run(spec);
+  ASSERT_EQ(first[0].exit_code, 0) << all_logs(first);
+  ASSERT_EQ(first[1].exit_code, 0) << all_logs(first);
+  const auto changed = job.run(spec + " --set train.lr=0.003");
+  EXPECT_EQ(changed[0].exit_code, 3) << all_logs(changed);
+  EXPECT_EQ(changed[1].exit_code, 3) << all_logs(changed);
+  EXPECT_NE(changed[1].log.find("rank 0 failed before the rendezvous: "), std::string::npos) << all_logs(changed);
+  EXPECT_NE(changed[1].log.find("train.lr: 0.01 -> 0.003"), std::string::npos) << all_logs(changed);
+}
+
 TEST_F(Restarts, AStopMidEpochResumesFromTwoRanksOnOne) {
   StopMidEpochAndResumeAt(dir_.path(), spec_arguments({}), 2, 1);
 }

@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
-# The Dockerfile's source builds (the *-build stages) compile from only the files they COPY into /src:
-# configures those files alone, with the stage's own cmake options, and checks that every build stage
-# copies the same files. Usage: source_build_configures.sh SOURCE_DIR
+# The Dockerfile's source builds (the *-source stages) compile from only the files they COPY into /src:
+# configures those files alone, with the stage's own cmake options, and checks that every source stage
+# copies the same sources (a script a stage runs, under scripts/, may differ). Usage:
+# source_build_configures.sh SOURCE_DIR
 set -euo pipefail
 source_dir="$1"
 dockerfile="$source_dir/Dockerfile"
 work="$(mktemp -d /tmp/trainpoint-dockerfile-sources.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 
-# Each build stage's "COPY SRC /src/..." lines, one list per stage.
-awk '/^FROM .* AS .*-build$/ {stage = $NF} /^FROM / && !/-build$/ {stage = ""}
-     stage != "" && /^COPY / && $3 ~ /^\/src/ {print stage, $2}' "$dockerfile" > "$work/copies"
+# Each source stage's "COPY SRC /src/..." lines of sources, one list per stage.
+awk '/^FROM .* AS .*-source$/ {stage = $NF} /^FROM / && !/-source$/ {stage = ""}
+     stage != "" && /^COPY / && $3 ~ /^\/src/ && $2 !~ /^scripts\// {print stage, $2}' "$dockerfile" > "$work/copies"
 stages=$(awk '{print $1}' "$work/copies" | sort -u)
-[ -n "$stages" ] || { echo "FAIL: no build stage copies anything into /src in $dockerfile" >&2; exit 1; }
+[ -n "$stages" ] || { echo "FAIL: no source stage copies anything into /src in $dockerfile" >&2; exit 1; }
 first=$(echo "$stages" | head -1)
 for stage in $stages; do
   if ! diff <(awk -v s="$first" '$1 == s {print $2}' "$work/copies") \
             <(awk -v s="$stage" '$1 == s {print $2}' "$work/copies") >/dev/null; then
-    echo "FAIL: the build stages $first and $stage copy different files into /src" >&2
+    echo "FAIL: the source stages $first and $stage copy different files into /src" >&2
     exit 1
   fi
 done
