@@ -97,7 +97,10 @@ class Frameworks : public ::testing::Test {
   std::vector<nlohmann::json> interrupted_then_resumed(const std::string& arguments, const std::string& checkpoint) {
     const JobRun stopped = run(arguments, true);
     std::cout << "first start, until SIGTERM: " << stopped.seconds << " s\n";
+    if (std::getenv("FRAMEWORK_TEST_LOGS")) std::cout << stopped.result.output << "\n";
     EXPECT_EQ(stopped.result.exit_code, 143) << stopped.result.output;
+    EXPECT_EQ(stopped.result.output.find("exited with code 137"), std::string::npos)
+        << "a rank did not stop on SIGTERM and was killed after k8s.grace_s\n" << stopped.result.output;
     EXPECT_TRUE(fs::exists(workdir / "out" / checkpoint)) << "the script's checkpoint in job.output\n"
                                                           << stopped.result.output;
     EXPECT_TRUE(report(0).is_null()) << "the stopped run finished: " << report(0).dump();

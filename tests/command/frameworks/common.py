@@ -18,12 +18,13 @@ def digest(model):
     return sha.hexdigest()
 
 
-def hold(rank):
-    """Called after a checkpoint is on disk: waits while $HOLD_FILE exists (the test then sends SIGTERM)."""
+def hold(rank, stopping=lambda: False):
+    """Called after a checkpoint is on disk: waits while $HOLD_FILE exists (the test then sends SIGTERM), or until
+    `stopping()`: a framework that handles SIGTERM itself (Lightning) stops at its next step."""
     path = os.environ.get("HOLD_FILE")
     if path and os.path.exists(path):
         open(os.path.join(out, f"held-{rank}"), "w").close()
-        while os.path.exists(path):
+        while os.path.exists(path) and not stopping():
             time.sleep(0.1)
 
 

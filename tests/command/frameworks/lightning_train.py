@@ -39,7 +39,8 @@ class Record(L.Callback):
         self.trained.append(trainer.current_epoch)
         # ModelCheckpoint saved the previous epoch's last.ckpt at its end: hold here, once it is on disk.
         if trainer.current_epoch == 1:
-            common.hold(trainer.global_rank)
+            # Lightning catches SIGTERM itself ("Received SIGTERM") and stops at its next step.
+            common.hold(trainer.global_rank, lambda: trainer.received_sigterm)
 
 
 torch.manual_seed(int(os.environ.get("RANK", "0")))
