@@ -106,6 +106,7 @@ if rank == 0:
 report = {"framework": "fastai", "rank": rank, "world_size": world, "local_rank": int(os.environ.get("LOCAL_RANK", 0)),
           "pid": os.getpid(), "ppid": os.getppid(), "resumed_from": start_epoch - 1 if start_epoch else None,
           "epochs_trained": trained, "initial": initial, "final": parameters_digest(learn.model),
-          "valid_loss": float(learn.recorder.values[-1][1]) if learn.recorder.values else None}
+          "valid_loss": float(learn.recorder.values[-1][1]) if learn.recorder.values else None,
+          "env": {name: os.environ.get(name) for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")}}
 (out / f"rank-{rank}.json").write_text(json.dumps(report) + "\n")
 print(f"rank {rank}: done, epochs {trained}", flush=True)
