@@ -33,6 +33,7 @@ print(json.dumps({
     "torch": torch,
     "pip": importlib.util.find_spec("pip") is not None,
     "venv_site": [p for p in site.getsitepackages() if in_venv and p.startswith(sys.prefix) and os.path.isdir(p)],
+    "system_site": not in_venv or any(not p.startswith(sys.prefix) for p in site.getsitepackages()),
     "purelib": sysconfig.get_path("purelib"),
 }))
 )";
@@ -61,8 +62,16 @@ nlohmann::json build(const EnvironmentRequest& request, const Interpreter& base,
   check_torch_pins(requirements_text, request.requirements_name, base.torch_version);
   spdlog::info("python: building the environment for {} in {} over {}", request.requirements_name, root.string(),
                base.describe());
-  const ProcessResult made = run_process(
-      {base.executable, {"-m", "venv", "--system-site-packages", "--without-pip", root.string()}, {}});
+  // Over a virtual environment that does not see the system's packages (the torch wheel's venv, the gpu image's
+  // /opt/venv), the environment must not see them either: --system-site-packages would add the system
+  // interpreter's (Debian's torchvision built for its torch 1.13, its Pillow), which pip then takes as
+  // installed. The base environment's own packages come through the .pth file below; pip too, or, when the base
+  // has none, the environment's own (venv's ensurepip).
+  std::vector<std::string> venv_arguments{"-m", "venv"};
+  if (base.sees_system_site_packages) venv_arguments.push_back("--system-site-packages");
+  if (base.sees_system_site_packages || base.has_pip) venv_arguments.push_back("--without-pip");
+  venv_arguments.push_back(root.string());
+  const ProcessResult made = run_process({base.executable, venv_arguments, {}});
   if (made.exit_code != 0) {
     for (const auto& line : last_lines(made.output, 6)) spdlog::warn("venv: {}", line);
     fail(ExitCode::requirements, "job.requirements {}: {} -m venv failed (exit {}): the image needs the venv module "
@@ -119,6 +128,7 @@ Interpreter probe_interpreter(const fs::path& python) {
     interpreter.has_pip = answer.at("pip").get<bool>();
     for (const auto& directory : answer.at("venv_site")) interpreter.venv_site_packages.push_back(directory.get<std::string>());
     interpreter.purelib = answer.at("purelib").get<std::string>();
+    interpreter.sees_system_site_packages = answer.at("system_site").get<bool>();
   } catch (const std::exception& error) {
     fail(ExitCode::spec, "{} does not run as a Python 3.8 or later ({}): {}", python.string(), error.what(),
          fmt::join(last_lines(result.output, 3), " / "));
@@ -164,9 +174,13 @@ fs::path environment_path(const fs::path& cache_dir, const Interpreter& base, co
   std::error_code error;
   const fs::path real = fs::canonical(base.executable, error);
   // The format of this key's text changes only with the environments' layout.
-  const std::string key = fmt::format("trainpoint python environment 1\n{}\n{}\n{}\n{}\n",
+  // A virtual environment's interpreter resolves to the system's: its own packages tell two apart.
+  std::string venv_sites;
+  for (const auto& directory : base.venv_site_packages) venv_sites += directory.string() + ":";
+  const std::string key = fmt::format("trainpoint python environment 2\n{}\n{}\n{}\n{}\n{}\n{}\n",
                                       error ? base.executable.string() : real.string(), base.version,
-                                      base.torch_version, requirements_text);
+                                      base.torch_version, venv_sites,
+                                      base.sees_system_site_packages, requirements_text);
   return cache_dir / sha256_hex(key).substr(0, 16);
 }
 

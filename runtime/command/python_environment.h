@@ -25,6 +25,9 @@ struct Interpreter {
   // system's). Empty for a system interpreter.
   std::vector<std::filesystem::path> venv_site_packages;
   std::filesystem::path purelib;  // where packages installed for it go
+  // Whether it sees the system interpreter's site-packages: a system interpreter does, a virtual environment
+  // only when made with --system-site-packages. An environment built over it sees them exactly when it does.
+  bool sees_system_site_packages = true;
 
   // "/usr/bin/python3 (Python 3.11.2, torch 1.13.1)", for logs and messages.
   std::string describe() const;

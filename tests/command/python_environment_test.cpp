@@ -124,6 +124,29 @@ TEST_F(PythonEnvironment, AnEnvironmentOverAVirtualEnvironmentSeesItsPackagesAft
   EXPECT_EQ(result.output, "parent 7\n");
 }
 
+// A virtual environment made without --system-site-packages (the torch wheel's venv) does not see Debian's
+// packages, and neither may an environment built over it: Debian's torchvision, built for Debian's torch,
+// would otherwise satisfy a requirement and crash beside the venv's torch.
+TEST_F(PythonEnvironment, AnEnvironmentOverAVirtualEnvironmentSeesNoSystemPackagesWhenItDoesNot) {
+  const fs::path parent = dir / "isolated-venv";
+  testing::run_checked(kPython.string() + " -m venv --without-pip " + shell_quote(parent.string()));
+  ASSERT_EQ(run_command(kPython.string() + " -c 'import torch'").exit_code, 0) << "Debian's python3-torch";
+  const command::Interpreter base = command::probe_interpreter(parent / "bin" / "python3");
+  EXPECT_FALSE(base.sees_system_site_packages);
+  EXPECT_TRUE(command::probe_interpreter(kPython).sees_system_site_packages);
+
+  const command::Environment environment =
+      command::prepare_environment(request("tinypkg==1.0\n", parent / "bin" / "python3"));
+  const auto result = run_command(shell_quote((environment.root / "bin" / "python3").string()) +
+                                  " -c 'import tinypkg; print(tinypkg.VALUE); import torch' 2>&1");
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("7\n"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("No module named 'torch'"), std::string::npos) << result.output;
+  // Two virtual environments resolve to the same interpreter; each has its own environment.
+  EXPECT_NE(environment.root, command::environment_path(dir / "cache", command::probe_interpreter(kPython),
+                                                        "tinypkg==1.0\n"));
+}
+
 TEST_F(PythonEnvironment, AnEditableInstallIsASpecErrorNamingItsLine) {
   testing::write_text(dir / "requirements.txt", "tinypkg\n  -e .\n");
   try {
