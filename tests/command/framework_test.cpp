@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <set>
+#include <tuple>
 
 #include "package_index.h"
 #include "s3/s3_server.h"
@@ -202,6 +203,58 @@ TEST_F(Frameworks, FastaiExampleTrainsFromS3WithDistribCtx) {
   const auto reports = interrupted_then_resumed(arguments, "checkpoints/model_0.pth");
   EXPECT_NE(reports[0]["valid_loss"], nullptr) << reports[0].dump();
   EXPECT_TRUE(fs::exists(workdir / "out" / "model.pkl")) << "the exported Learner in job.output";
+}
+
+// A rank that raises in its framework's training ends the job, and trainpoint's last line quotes its exception:
+// the last lines of that rank's stderr (these scripts do not use torch's @record), with the rank named, in the
+// class of a program's own failure (exit 10). fastai's case is the example's own: an architecture it does not
+// have, which both ranks raise.
+TEST_F(Frameworks, AFailingRanksExceptionIsTrainpointsLastLineInEveryFramework) {
+  // The same requirements as the tests above: their environments are reused.
+  testing::write_text(dir / "none.txt", "# torch.distributed only: the image's torch\n");
+  testing::write_text(dir / "accelerate.txt", "accelerate==1.16.0\n");
+  testing::write_text(dir / "lightning.txt", "lightning==2.6.6\n");
+  const fs::path example = fs::path(testing::source_dir()) / "examples" / "fastai";
+  make_repository({{"ddp.py", framework_file("ddp.py")},
+                   {"accelerate_train.py", framework_file("accelerate_train.py")},
+                   {"lightning_train.py", framework_file("lightning_train.py")},
+                   {"common.py", framework_file("common.py")},
+                   {"none.txt", dir / "none.txt"}, {"accelerate.txt", dir / "accelerate.txt"},
+                   {"lightning.txt", dir / "lightning.txt"}, {"train.py", example / "train.py"},
+                   {"requirements.txt", example / "requirements.txt"}},
+                  spec("failing", "ddp.py", "none.txt"));
+  const auto made = run_command(testing::trainpoint_binary() + " make-dataset images --out " +
+                                shell_quote((repo / "shapes").string()) + " --classes 2 --per-class 8 --size 32 --seed 3");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  run_checked("cd " + shell_quote(repo.string()) + " && git add -A && git -c user.name=t -c user.email=t@t commit -qm data");
+  const std::string python = TP_TORCH_PYTHON;
+  const std::string raised = "ValueError: rank 1: label 7 is not one of the 2 classes";
+  for (const auto& [script, requirements, expected] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"ddp.py", "none.txt", raised},
+           {"accelerate_train.py", "accelerate.txt", raised},
+           {"lightning_train.py", "lightning.txt", raised},
+           {"train.py\", \"--arch\", \"resnet1000", "requirements.txt",
+            "AttributeError: module 'fastai.vision.models' has no attribute 'resnet1000'"}}) {
+    SCOPED_TRACE(script);
+    environment = "FAIL_RANK=1";
+    const JobRun failed = run("--spec train.toml --set data.source=shapes --set job.requirements=" + requirements +
+                                  " --set 'job.command=[\"" + python + "\", \"" + script + "\"]'",
+                              false);
+    EXPECT_EQ(failed.result.exit_code, 10) << failed.result.output;
+    // The final message, from the failed rank to the end of the output.
+    std::string output = failed.result.output;
+    while (!output.empty() && output.back() == '\n') output.pop_back();
+    const auto at = output.rfind(" of this node): '" + python);
+    ASSERT_NE(at, std::string::npos) << output;
+    const std::string last = output.substr(output.rfind("rank ", at));
+    // FAIL_RANK=1 fails rank 1 alone; the fastai example fails on both ranks, and the first to exit is named.
+    if (expected == raised) EXPECT_EQ(last.rfind("rank 1 (worker 1", 0), 0u) << last;
+    EXPECT_NE(last.find("exited with code 1 (the program's own code): its last lines of stderr:"), std::string::npos)
+        << last;
+    EXPECT_NE(last.find(expected), std::string::npos) << last;
+    EXPECT_EQ(last.size() - last.rfind("(exit 10, program error)"), std::string("(exit 10, program error)").size())
+        << "the message is the output's end: " << last;
+  }
 }
 
 }  // namespace

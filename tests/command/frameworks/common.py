@@ -1,6 +1,6 @@
 """What the framework tests' scripts share (copied beside each into the test's repository): the report every
-rank writes to TRAINPOINT_OUTPUT_DIR/rank-<N>.json, the parameters' digest, and the hold the restart test stops
-a job in."""
+rank writes to TRAINPOINT_OUTPUT_DIR/rank-<N>.json, the parameters' digest, the hold the restart test stops
+a job in, and the failure the last-line test asks for."""
 import hashlib
 import json
 import os
@@ -26,6 +26,13 @@ def hold(rank, stopping=lambda: False):
         open(os.path.join(out, f"held-{rank}"), "w").close()
         while os.path.exists(path) and not stopping():
             time.sleep(0.1)
+
+
+def fail_if_asked(rank):
+    """With $FAIL_RANK: that rank raises here, inside its framework's training, as a script with a bug would (the
+    test of trainpoint's last line)."""
+    if os.environ.get("FAIL_RANK") == str(rank):
+        raise ValueError(f"rank {rank}: label 7 is not one of the 2 classes")
 
 
 def report(rank, **values):

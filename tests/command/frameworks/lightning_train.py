@@ -37,6 +37,7 @@ class Record(L.Callback):
 
     def on_train_epoch_start(self, trainer, module):
         self.trained.append(trainer.current_epoch)
+        common.fail_if_asked(trainer.global_rank)
         # ModelCheckpoint saved the previous epoch's last.ckpt at its end: hold here, once it is on disk.
         if trainer.current_epoch == 1:
             # Lightning catches SIGTERM itself ("Received SIGTERM") and stops at its next step.
