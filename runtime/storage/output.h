@@ -32,8 +32,8 @@ class OutputLocation {
   std::filesystem::path checkpoints_root() const { return local_dir_ / "checkpoints"; }
 
   // S3 outputs: downloads what a restarted pod needs to resume and the local copy lacks: every run's
-  // identity.json, the newest `keep` checkpoints of the run `run_key`, run.json, and metrics.jsonl,
-  // metrics.csv and steps.jsonl so that their lines go on. Returns the number of files fetched.
+  // identity.json, the newest `keep` checkpoints of the run `run_key` and its mlflow-run.json (always), run.json,
+  // and metrics.jsonl, metrics.csv and steps.jsonl so that their lines go on. Returns the number of files fetched.
   std::size_t fetch_for_resume(const std::string& run_key, std::int64_t keep);
   // Whether the final model.pt and run.json are there: in S3 as fetch_for_resume last listed it, else locally.
   bool has_final_outputs() const;

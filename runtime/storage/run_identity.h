@@ -49,6 +49,8 @@ RunIdentity identity_from_json(const nlohmann::json& json, const std::string& or
 // Where a run keeps its checkpoints: <checkpoints_root>/<key>/, with identity.json beside them.
 std::filesystem::path run_checkpoints(const std::filesystem::path& checkpoints_root, const RunIdentity& identity);
 inline constexpr char kIdentityFile[] = "identity.json";
+// Beside it, the MLflow run the run logs to (telemetry/mlflow.h), so that a restart continues that run.
+inline constexpr char kMlflowRunFile[] = "mlflow-run.json";
 // Writes identity.json into the run's directory if it is not there yet; returns the file when it wrote it.
 std::optional<std::filesystem::path> record_identity(const std::filesystem::path& run_directory,
                                                      const RunIdentity& identity);

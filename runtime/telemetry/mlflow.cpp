@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "http/transfer.h"
 
 namespace tp::telemetry {
@@ -52,6 +53,25 @@ std::string path_escape(const std::string& path) {
     start = slash + 1;
   }
   return out;
+}
+
+// What mlflow-run.json holds.
+struct RunRecord {
+  std::string run_id;
+  std::string tracking_uri;
+  std::string experiment_id;
+};
+
+// nullopt when `file` is empty or not there.
+std::optional<RunRecord> read_run_record(const std::filesystem::path& file) {
+  std::error_code error;
+  if (file.empty() || !std::filesystem::exists(file, error)) return std::nullopt;
+  const json recorded = json::parse(read_file(file, ExitCode::output), nullptr, /*allow_exceptions=*/false);
+  if (!recorded.is_object() || !recorded.value("run_id", json()).is_string() ||
+      !recorded.value("tracking_uri", json()).is_string() || !recorded.value("experiment_id", json()).is_string()) {
+    fail(ExitCode::output, "{}: not an MLflow run record (run_id, tracking_uri and experiment_id)", file.string());
+  }
+  return RunRecord{recorded["run_id"], recorded["tracking_uri"], recorded["experiment_id"]};
 }
 
 }  // namespace
@@ -142,35 +162,58 @@ std::optional<std::string> MlflowSink::run_of_key(const std::string& experiment)
   return found["runs"][0]["info"]["run_id"].get<std::string>();
 }
 
+void MlflowSink::record_run(const std::string& experiment) const {
+  if (settings_.run_file.empty()) return;
+  std::filesystem::create_directories(settings_.run_file.parent_path());
+  write_file_atomic(settings_.run_file,
+                    json{{"run_id", run_id_}, {"tracking_uri", settings_.tracking_uri}, {"experiment_id", experiment}}
+                            .dump(2) + "\n");
+}
+
 void MlflowSink::run_started(const HParams& hparams, double wall_time) {
   run_id_ = settings_.run_id;
   std::string experiment;
+  bool continued = false;  // the run of an earlier start of this run: its params and tags are there
   if (run_id_.empty()) {
     experiment = experiment_id();
-    if (settings_.resumed && !settings_.run_key.empty()) {
-      if (auto found = run_of_key(experiment)) run_id_ = *found;
+    if (settings_.resumed) {
+      if (const auto recorded = read_run_record(settings_.run_file)) {
+        // Not when it is on another server or in another experiment (settings changed since).
+        if (recorded->tracking_uri == settings_.tracking_uri && recorded->experiment_id == experiment) {
+          run_id_ = recorded->run_id;
+        }
+      } else if (!settings_.run_key.empty()) {
+        // A checkpoint of an older trainpoint, which did not keep the run's id.
+        if (auto found = run_of_key(experiment)) run_id_ = *found;
+      }
+      continued = !run_id_.empty();
     }
+  } else {
+    continued = settings_.resumed;  // MLFLOW_RUN_ID, given again to the restart
   }
-  const bool joined = !run_id_.empty();
+  json tags = json::array();
+  for (const auto& [key, value] : settings_.tags) tags.push_back({{"key", key}, {"value", value}});
+  if (!settings_.run_key.empty()) tags.push_back({{"key", "trainpoint.run_key"}, {"value", settings_.run_key}});
   json info;
-  if (joined) {
+  if (!run_id_.empty()) {
     info = json::parse(call("GET", "/api/2.0/mlflow/runs/get?run_id=" + url_escape(run_id_), ""))["run"]["info"];
     call("POST", "/api/2.0/mlflow/runs/update", json{{"run_id", run_id_}, {"status", "RUNNING"}}.dump());
+    experiment = info.value("experiment_id", experiment);
   } else {
-    json tags = json::array();
-    for (const auto& [key, value] : settings_.tags) tags.push_back({{"key", key}, {"value", value}});
-    if (!settings_.run_key.empty()) tags.push_back({{"key", "trainpoint.run_key"}, {"value", settings_.run_key}});
     json create{{"experiment_id", experiment}, {"start_time", milliseconds(wall_time)}, {"tags", tags}};
     if (!settings_.run_name.empty()) create["run_name"] = settings_.run_name;
     info = json::parse(call("POST", "/api/2.0/mlflow/runs/create", create.dump()))["run"]["info"];
     run_id_ = info["run_id"].get<std::string>();
+    tags = json::array();  // given with the run
   }
+  record_run(experiment);
   const std::string artifact_uri = info.value("artifact_uri", "");
   const std::string proxied = "mlflow-artifacts:/";
   if (artifact_uri.rfind(proxied, 0) == 0) artifact_path_ = artifact_uri.substr(proxied.size());
   while (!artifact_path_.empty() && artifact_path_.front() == '/') artifact_path_.erase(0, 1);
-  // A joined run has its params already (a param cannot change in MLflow).
-  if (joined) return;
+  // A continued run has its params already (a param cannot change in MLflow, and train.epochs may have); a
+  // run given by MLFLOW_RUN_ID gets them and the tags now.
+  if (continued) return;
   json params = json::array();
   for (const auto& [key, value] : hparams) {
     params.push_back({{"key", key}, {"value", param_text(value)}});
@@ -179,8 +222,9 @@ void MlflowSink::run_started(const HParams& hparams, double wall_time) {
       params = json::array();
     }
   }
-  if (!params.empty()) {
-    call("POST", "/api/2.0/mlflow/runs/log-batch", json{{"run_id", run_id_}, {"params", params}}.dump());
+  if (!params.empty() || !tags.empty()) {
+    call("POST", "/api/2.0/mlflow/runs/log-batch",
+         json{{"run_id", run_id_}, {"params", params}, {"tags", tags}}.dump());
   }
 }
 
@@ -237,6 +281,11 @@ void MlflowSink::artifact(const std::filesystem::path& file) {
     fail(ExitCode::network, "uploading {}: HTTP {}: {}", file.filename().string(), response.status,
          response.body.substr(0, 300));
   }
+}
+
+std::vector<std::filesystem::path> MlflowSink::files() const {
+  if (settings_.run_file.empty()) return {};
+  return {settings_.run_file};  // Sinks::files leaves it out until it exists
 }
 
 void MlflowSink::run_ended(RunEnd end, double wall_time) {

@@ -2,11 +2,13 @@
 // environment): rank 0 creates or joins the experiment, starts a run tagged with the repository, commit and
 // spec digest (MLflow's mlflow.source.* tags), logs the run's settings as params, the records' values as
 // metrics in batches at every flush, the finished outputs as artifacts through the server's artifact proxy,
-// and the run's end as FINISHED, FAILED or KILLED. A restarted run (resumed from a checkpoint) continues the
-// MLflow run tagged with the same run key. Torch-free.
+// and the run's end as FINISHED, FAILED or KILLED. The run's id is kept in the run's checkpoint directory
+// (mlflow-run.json), so that a restarted run (resumed from a checkpoint) continues exactly that MLflow run; a
+// checkpoint without it (from an older trainpoint) continues the run tagged with the same run key. Torch-free.
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -31,8 +33,11 @@ struct MlflowSettings {
   std::string username;  // MLFLOW_TRACKING_USERNAME and _PASSWORD: HTTP basic authentication
   std::string password;
   std::string ca_bundle;  // MLFLOW_TRACKING_SERVER_CERT_PATH
-  std::string run_key;    // tagged trainpoint.run_key: a resumed run finds its MLflow run by it
-  bool resumed = false;   // resumed from a checkpoint: join the run of the same run key when there is one
+  std::string run_key;    // tagged trainpoint.run_key: a resumed run without run_file finds its MLflow run by it
+  bool resumed = false;   // resumed from a checkpoint: join the run of run_file, else of the same run key
+  // The run's mlflow-run.json (in its checkpoint directory): the MLflow run it logs to, written once known,
+  // read when resumed. Empty: none.
+  std::filesystem::path run_file;
   std::map<std::string, std::string> tags;
 };
 
@@ -53,6 +58,8 @@ class MlflowSink : public Sink {
   void artifact(const std::filesystem::path& file) override;
   void run_ended(RunEnd end, double wall_time) override;
   void flush() override;
+  // mlflow-run.json, once written: published with the checkpoints.
+  std::vector<std::filesystem::path> files() const override;
 
  private:
   struct Metric {
@@ -64,6 +71,8 @@ class MlflowSink : public Sink {
   std::string call(const std::string& method, const std::string& path, const std::string& body);
   std::string experiment_id();
   std::optional<std::string> run_of_key(const std::string& experiment);
+  // Writes run_file (temporary, then renamed).
+  void record_run(const std::string& experiment) const;
 
   MlflowSettings settings_;
   std::unique_ptr<http::Handle> handle_;

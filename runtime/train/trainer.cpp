@@ -399,6 +399,7 @@ void Fit::start() {
     if (auto mlflow = telemetry::mlflow_settings(spec_.log.mlflow_uri, [](const char* name) { return std::getenv(name); })) {
       mlflow->run_name = spec_.job.name;
       mlflow->resumed = resumed_.has_value();
+      mlflow->run_file = checkpoints_.directory / storage::kMlflowRunFile;
       mlflow->tags = {{"mlflow.source.type", "JOB"},
                       {"mlflow.source.name", facts_.origin.repo},
                       {"mlflow.source.git.repoURL", facts_.origin.repo},

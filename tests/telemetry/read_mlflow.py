@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Reads the runs of an MLflow experiment through MLflow's Python client and prints them as JSON:
-[{"run_id", "name", "status", "params": {}, "tags": {}, "metrics": {key: [[step, value], ...]},
+[{"run_id", "experiment_id", "name", "status", "params": {}, "tags": {}, "metrics": {key: [[step, value], ...]},
   "artifacts": [paths]}], oldest first.
 Usage: read_mlflow.py TRACKING_URI EXPERIMENT_NAME   (the python3 of scripts/install-python-tools)
 """
@@ -23,6 +23,7 @@ if experiment is not None:
             metrics[key] = [[m.step, m.value] for m in history]
         runs.append({
             "run_id": run.info.run_id,
+            "experiment_id": run.info.experiment_id,
             "name": run.info.run_name,
             "status": run.info.status,
             "params": run.data.params,

@@ -4,7 +4,9 @@
 // end; a restart that repeats steps without duplicates; an s3:// output; a TensorBoard server on loopback
 // answering its data API and rendered by Chromium; a sink that cannot write costs one warning. MLflow (3.17): a
 // real tracking server on loopback read back through MLflow's client: params, metric histories, tags,
-// artifacts, status; a restart that continues the same MLflow run; a server that is down or fails.
+// artifacts, status; a restart that continues the same MLflow run, also with two outputs of the same settings; a
+// run given by MLFLOW_RUN_ID; a server that is down or answers HTTP 500; command mode, which sends nothing; the
+// run's charts in MLflow's UI, rendered by Chromium.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -85,20 +87,58 @@ Curves expected_curves(const fs::path& output) {
   return curves;
 }
 
-// The pixels of a PNG file near a colour (anti-aliasing blends the edges of lines), below `top` (TensorBoard's
-// header bar is orange too).
-std::size_t pixels_near(const fs::path& file, int r, int g, int b, png_uint_32 top) {
+// A PNG file's pixels, 3 bytes each.
+struct Rgb {
+  png_uint_32 width = 0, height = 0;
+  std::vector<unsigned char> pixels;
+};
+
+Rgb read_png(const fs::path& file) {
   png_image image{};
   image.version = PNG_IMAGE_VERSION;
   if (!png_image_begin_read_from_file(&image, file.c_str())) throw std::runtime_error(image.message);
   image.format = PNG_FORMAT_RGB;
-  std::vector<unsigned char> rgb(PNG_IMAGE_SIZE(image));
-  if (!png_image_finish_read(&image, nullptr, rgb.data(), 0, nullptr)) throw std::runtime_error(image.message);
+  Rgb rgb{image.width, image.height, std::vector<unsigned char>(PNG_IMAGE_SIZE(image))};
+  if (!png_image_finish_read(&image, nullptr, rgb.pixels.data(), 0, nullptr)) throw std::runtime_error(image.message);
+  return rgb;
+}
+
+// The pixels of a PNG file near a colour (anti-aliasing blends the edges of lines), below `top` (TensorBoard's
+// header bar is orange too).
+std::size_t pixels_near(const fs::path& file, int r, int g, int b, png_uint_32 top) {
+  const Rgb image = read_png(file);
+  const std::vector<unsigned char>& rgb = image.pixels;
   std::size_t n = 0;
   for (std::size_t i = std::size_t{top} * image.width * 3; i + 2 < rgb.size(); i += 3) {
     if (std::abs(rgb[i] - r) + std::abs(rgb[i + 1] - g) + std::abs(rgb[i + 2] - b) < 30) ++n;
   }
   return n;
+}
+
+// The strongly coloured pixels (not white, grey or black) of a PNG file in the rectangle [left, right) x [top,
+// bottom): lines drawn in a run's colour, where a chart still loading shows none.
+std::size_t coloured_pixels(const Rgb& image, png_uint_32 left, png_uint_32 top, png_uint_32 right, png_uint_32 bottom) {
+  std::size_t n = 0;
+  for (png_uint_32 y = top; y < std::min(bottom, image.height); ++y) {
+    for (png_uint_32 x = left; x < std::min(right, image.width); ++x) {
+      const unsigned char* p = &image.pixels[(std::size_t{y} * image.width + x) * 3];
+      if (std::max({p[0], p[1], p[2]}) - std::min({p[0], p[1], p[2]}) > 80) ++n;
+    }
+  }
+  return n;
+}
+
+// Writes the columns [0, width) of `image` to `file`.
+void write_left_of(const Rgb& image, png_uint_32 width, const fs::path& file) {
+  png_image out{};
+  out.version = PNG_IMAGE_VERSION;
+  out.format = PNG_FORMAT_RGB;
+  out.width = std::min(width, image.width);
+  out.height = image.height;
+  if (!png_image_write_to_file(&out, file.c_str(), 0, image.pixels.data(),
+                               static_cast<png_int_32>(image.width * 3), nullptr)) {
+    throw std::runtime_error(std::string("writing ") + file.string() + ": " + out.message);
+  }
 }
 
 // A git repository of generated images and a spec for a short image classification run: 2 classes of 40
@@ -135,11 +175,12 @@ batch_size = 8
     run_checked(git + "add -A && " + git + "commit -q -m data");
   }
 
-  testing::CommandResult train(const std::string& extra = "", const std::string& environment = "") const {
+  testing::CommandResult train(const std::string& extra = "", const std::string& environment = "",
+                               const std::string& workdir = "work") const {
     return testing::run_command(environment + "MASTER_PORT=" + std::to_string(testing::free_port()) + " " +
                                 testing::trainpoint_binary() + " run --repo " + shell_quote(repo_.string()) +
                                 " --ref main --spec train.toml --set dist.nproc_per_node=2 --workdir " +
-                                shell_quote((dir_ / "work").string()) + " " + extra + " 2>&1");
+                                shell_quote((dir_ / workdir).string()) + " " + extra + " 2>&1");
   }
 
   // What the tensorboard package reads in `logdir` (default: the run's tensorboard/) (read_events.py).
@@ -368,9 +409,9 @@ class MlflowRun : public TensorBoardRun {
     return read;
   }
 
-  // Every metric history of `run` is the curve the .jsonl files give, each step once.
-  void expect_metrics_of_the_records(const json& run) const {
-    const Curves expected = expected_curves(output_dir());
+  // Every metric history of `run` is the curve the .jsonl files of `output` give, each step once.
+  void expect_metrics_of_the_records(const json& run, const fs::path& output = {}) const {
+    const Curves expected = expected_curves(output.empty() ? output_dir() : output);
     for (const auto& [tag, points] : expected) {
       ASSERT_TRUE(run["metrics"].contains(tag)) << tag << ": " << run["metrics"].dump();
       std::vector<std::int64_t> steps, expected_steps;
@@ -378,7 +419,9 @@ class MlflowRun : public TensorBoardRun {
       for (const json& point : run["metrics"][tag]) {
         const std::int64_t step = point[0];
         steps.push_back(step);
-        if (points.count(step)) EXPECT_EQ(point[1].get<double>(), points.at(step)) << tag << " at step " << step;
+        if (points.count(step)) {
+          EXPECT_EQ(point[1].get<double>(), points.at(step)) << tag << " at step " << step;
+        }
       }
       EXPECT_EQ(steps, expected_steps) << tag;
     }
@@ -431,6 +474,152 @@ TEST_F(MlflowRun, AServerThatIsDownOrFailsIsOneWarningAndAFinishedJob) {
   EXPECT_EQ(warnings, 1u) << down.output;
   EXPECT_NE(down.output.find("it gets no more records of this run (training goes on)"), std::string::npos)
       << down.output;
+
+  // A server that answers every request with HTTP 500 and an error (failing_mlflow_server.py): the one
+  // warning names the call, the status and the server's message; the sink asks nothing more.
+  const int port = testing::free_port();
+  testing::BackgroundProcess failing(shell_quote(python_) + " " +
+                                         shell_quote(testing::source_dir() + "/tests/telemetry/failing_mlflow_server.py") +
+                                         " " + std::to_string(port),
+                                     dir_ / "failing.log");
+  testing::wait_for_port(port, 60s);
+  const auto failed = train("--set train.epochs=1 --set log.mlflow_uri=http://127.0.0.1:" + std::to_string(port), "",
+                            "work-500");
+  ASSERT_EQ(failed.exit_code, 0) << failed.output;
+  EXPECT_TRUE(fs::exists(dir_ / "work-500/out/model.pt"));
+  std::vector<std::string> lines;
+  for (std::size_t start = 0, end; start < failed.output.size(); start = end + 1) {
+    end = failed.output.find('\n', start);
+    if (end == std::string::npos) end = failed.output.size();
+    const std::string line = failed.output.substr(start, end - start);
+    if (line.find("MLflow (") != std::string::npos) lines.push_back(line);
+  }
+  ASSERT_EQ(lines.size(), 1u) << failed.output;
+  EXPECT_NE(lines[0].find("POST /api/2.0/mlflow/runs/create: HTTP 500: "), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("the backend store is unavailable (test server)"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("training goes on"), std::string::npos) << lines[0];
+  EXPECT_EQ(failing.log(), "POST /api/2.0/mlflow/runs/create\n") << "one request, then nothing more";
+
+  // Command mode: MLflow's environment reaches the program, and trainpoint itself asks the server nothing.
+  const auto command = train("--set 'job.command=[\"sh\", \"-c\", \"echo $MLFLOW_TRACKING_URI > "
+                             "$TRAINPOINT_OUTPUT_DIR/uri-$RANK\"]'",
+                             "MLFLOW_TRACKING_URI=http://127.0.0.1:" + std::to_string(port) + " ", "work-command");
+  ASSERT_EQ(command.exit_code, 0) << command.output;
+  EXPECT_EQ(testing::read_text(dir_ / "work-command/out/uri-1"), "http://127.0.0.1:" + std::to_string(port) + "\n");
+  EXPECT_EQ(failing.log(), "POST /api/2.0/mlflow/runs/create\n") << "no request of the command-mode run";
+}
+
+// The MLflow run recorded in the output's checkpoints/<run key>/mlflow-run.json (a local copy of it).
+json recorded_mlflow_run(const fs::path& output) {
+  std::vector<fs::path> found;
+  for (const auto& entry : fs::directory_iterator(output / "checkpoints")) {
+    if (fs::exists(entry.path() / "mlflow-run.json")) found.push_back(entry.path() / "mlflow-run.json");
+  }
+  if (found.size() != 1) throw std::runtime_error("not one mlflow-run.json in " + output.string());
+  std::ifstream in(found[0]);
+  return json::parse(in);
+}
+
+TEST_F(MlflowRun, MlflowRunIdLogsIntoThatRunAndNoOther) {
+  MlflowServer server(python_, dir_.path());
+  // The user's code makes the run with MLflow's client and hands its id over.
+  std::string run_id = run_checked(shell_quote(python_) + " " +
+                                   shell_quote(testing::source_dir() + "/tests/telemetry/create_mlflow_run.py") +
+                                   " " + server.uri() + " given mine");
+  run_id = run_id.substr(0, run_id.find('\n'));
+  ASSERT_EQ(run_id.size(), 32u) << run_id;
+  const auto result = train("--set train.epochs=1 --set log.mlflow_uri=" + server.uri(),
+                            "MLFLOW_EXPERIMENT_NAME=given MLFLOW_RUN_ID=" + run_id + " ");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(result.output.find("MLflow"), std::string::npos) << "no warning: " << result.output;
+  const json read = runs(server, "given");
+  ASSERT_EQ(read.size(), 1u) << "no second run: " << read.dump();
+  EXPECT_EQ(read[0]["run_id"], run_id);
+  EXPECT_EQ(read[0]["name"], "mine") << "the user's name stays";
+  EXPECT_EQ(read[0]["status"], "FINISHED") << read.dump();
+  EXPECT_EQ(read[0]["tags"]["made.by"], "create_mlflow_run.py") << read[0]["tags"].dump();
+  // A run given by its id gets the settings and tags as a run trainpoint creates does.
+  EXPECT_EQ(read[0]["params"]["train.optimizer"], "adamw") << read[0]["params"].dump();
+  EXPECT_EQ(read[0]["tags"]["trainpoint.run_key"].get<std::string>().size(), 12u) << read[0]["tags"].dump();
+  EXPECT_EQ(read[0]["artifacts"], (json{"metrics.jsonl", "model.pt", "report.html"})) << read[0].dump();
+  expect_metrics_of_the_records(read[0]);
+  EXPECT_EQ(read[0]["metrics"]["train/loss"].size(), 4u) << read[0]["metrics"].dump();
+  EXPECT_EQ(recorded_mlflow_run(output_dir())["run_id"], run_id);
+}
+
+TEST_F(MlflowRun, TwoOutputsOfTheSameSettingsEachContinueTheirOwnRun) {
+  MlflowServer server(python_, dir_.path());
+  testing::S3Server s3;
+  const std::string environment = "MLFLOW_EXPERIMENT_NAME=twins ";
+  const std::string s3_environment = environment + "AWS_ENDPOINT_URL=" + s3.endpoint() + " " +
+                                     testing::S3Server::key_environment() + " ";
+  const std::string mlflow = " --set log.mlflow_uri=" + server.uri();
+  const std::string to_s3 = " --set job.output=s3://test-bucket/runs/twin-b";
+  // The same settings, so the same run key, into two outputs: a local one (a) and an s3:// one (b), whose
+  // second start is a new pod with nothing on its disk. Each is started, then resumed for a second epoch
+  // after the other's start, so that the newest MLflow run of the key is always the other output's.
+  auto ok = [](const testing::CommandResult& result) {
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    EXPECT_EQ(result.output.find("MLflow"), std::string::npos) << "no warning: " << result.output;
+  };
+  ok(train("--set train.epochs=1" + mlflow, environment, "a"));
+  ok(train("--set train.epochs=1" + mlflow + to_s3, s3_environment, "b-pod-1"));
+  const auto a = train("--set train.epochs=2" + mlflow, environment, "a");
+  ok(a);
+  EXPECT_NE(a.output.find("resumed from"), std::string::npos) << a.output;
+  const auto b = train("--set train.epochs=2" + mlflow + to_s3, s3_environment, "b-pod-2");
+  ok(b);
+  EXPECT_NE(b.output.find("resumed from"), std::string::npos) << b.output;
+  EXPECT_NE(b.output.find("mlflow-run.json"), std::string::npos) << "fetched from the output: " << b.output;
+
+  const json read = runs(server, "twins");
+  ASSERT_EQ(read.size(), 2u) << read.dump();
+  EXPECT_EQ(read[0]["tags"]["trainpoint.run_key"], read[1]["tags"]["trainpoint.run_key"]) << "the same run key";
+  const json recorded_a = recorded_mlflow_run(dir_ / "a/out");
+  const fs::path output_b = dir_ / "b-pod-2/outputs/test-bucket/runs/twin-b";  // the pod's copy of the output
+  const json recorded_b = recorded_mlflow_run(output_b);
+  EXPECT_EQ(recorded_a["run_id"], read[0]["run_id"]) << read.dump();
+  EXPECT_EQ(recorded_b["run_id"], read[1]["run_id"]) << read.dump();
+  EXPECT_EQ(recorded_a["tracking_uri"], server.uri());
+  for (const auto& [run, output] : {std::pair{read[0], dir_ / "a/out"}, std::pair{read[1], output_b}}) {
+    EXPECT_EQ(run["status"], "FINISHED") << run.dump();
+    EXPECT_EQ(run["metrics"]["train/loss"].size(), 8u) << "both epochs, each step once: " << run["metrics"].dump();
+    expect_metrics_of_the_records(run, output);
+  }
+}
+
+TEST_F(MlflowRun, TheMlflowUiDrawsTheRunsMetricCharts) {
+  MlflowServer server(python_, dir_.path());
+  ASSERT_EQ(train("--set train.epochs=5 --set log.mlflow_uri=" + server.uri(), "MLFLOW_EXPERIMENT_NAME=boarded ").exit_code,
+            0);
+  const json read = runs(server, "boarded");
+  ASSERT_EQ(read.size(), 1u) << read.dump();
+  ASSERT_EQ(testing::run_command("command -v chromium").exit_code, 0)
+      << "chromium is not installed: scripts/install-deps --tests installs it (scripts/deps/debian-test.txt)";
+  // The run's page, Model metrics tab, in the "Model training" view, tall enough for every chart. MLflow's UI
+  // loads its charts (plotly) lazily and refreshes them on a timer, which virtual time runs fast: a render can
+  // catch them loading, so up to 4 renders (the later ones from a warm cache).
+  // Below the tabs, right of the menu, left of the assistant panel that MLflow opens on a local server: the
+  // charts' lines and markers in the run's colour (about 1,500 pixels a chart; one loading is a grey spinner).
+  constexpr png_uint_32 kMain = 1410;
+  const fs::path screenshot = dir_ / "mlflow.png";
+  const std::string page = server.uri() + "/#/experiments/" + read[0]["experiment_id"].get<std::string>() + "/runs/" +
+                           read[0]["run_id"].get<std::string>() + "/model-metrics?workflowType=machine_learning";
+  Rgb image;
+  std::size_t drawn = 0;
+  for (int render = 0; render < 4 && drawn < 15000; ++render) {
+    const auto shot = testing::run_command(
+        "timeout 150 chromium --headless --no-sandbox --enable-unsafe-swiftshader --disable-dev-shm-usage "
+        "--hide-scrollbars --user-data-dir=" + shell_quote((dir_ / "profile").string()) +
+        " --window-size=1900,2800 --virtual-time-budget=120000 --screenshot=" + shell_quote(screenshot.string()) +
+        " " + shell_quote(page));
+    ASSERT_EQ(shot.exit_code, 0) << shot.output;
+    ASSERT_TRUE(fs::exists(screenshot)) << shot.output;
+    image = read_png(screenshot);
+    drawn = coloured_pixels(image, 200, 250, kMain, image.height);
+  }
+  EXPECT_GT(drawn, 15000u) << "the charts were drawn (16 of them)";
+  if (const char* keep = std::getenv("TP_KEEP_MLFLOW_SCREENSHOT")) write_left_of(image, kMain, keep);
 }
 
 TEST_F(TensorBoardRun, TurnedOffItWritesNothing) {
