@@ -287,8 +287,12 @@ int run(const cli::Options& options) {
   environment.node_copy = topology.local_rank.value_or(0) == 0 && rank != 0 && !output.remote();
   environment.final_outputs_present = rank == 0 && output.has_final_outputs();
   environment.local_rank = topology.local_rank.value_or(0);
-  environment.publish = [&](const fs::path& file) { output.publish(file); };
-  environment.withdraw = [&](const fs::path& file) { output.withdraw(file); };
+  if (output.remote()) {
+    // Only an s3:// output has anything to publish; a local one also spares the epoch's end the wait for the
+    // sinks' files.
+    environment.publish = [&](const fs::path& file) { output.publish(file); };
+    environment.withdraw = [&](const fs::path& file) { output.withdraw(file); };
+  }
   if (spec.train.lr_find) {
     train::find_learning_rate(model, data, spec, *communicator, output.local_dir(), environment);
     if (rank == 0) {
