@@ -118,7 +118,8 @@ Totals validate(torch::jit::Module& model, const data::Datasets& data, const spe
   for (std::size_t i = first; i < data.valid->size(); i += stride) mine.push_back(i);
   torch::NoGradGuard no_grad;
   model.eval();
-  const bool thumbnails = predictions && data.schema.classification && spec::reads_images(spec.data.format);
+  // Images: the schema says how their pixels became the input.
+  const bool thumbnails = predictions && data.schema.classification && !data.schema.pixel_mean.empty();
   HighestLossInputs highest(thumbnails ? static_cast<std::size_t>(spec.report.top_losses) : 0);
   std::size_t done = 0;  // of this rank's samples
   data::Loader loader(data.valid, mine, 0, loader_options(spec, device));
