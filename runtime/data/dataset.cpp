@@ -12,11 +12,18 @@
 
 namespace tp::data {
 
-TensorDataset::TensorDataset(at::Tensor inputs, at::Tensor targets)
-    : inputs_(std::move(inputs)), targets_(std::move(targets)) {
+TensorDataset::TensorDataset(at::Tensor inputs, at::Tensor targets, std::vector<std::string> names)
+    : inputs_(std::move(inputs)), targets_(std::move(targets)), names_(std::move(names)) {
   if (inputs_.size(0) != targets_.size(0)) {
     fail(ExitCode::data, "{} inputs but {} targets", inputs_.size(0), targets_.size(0));
   }
+  if (!names_.empty() && static_cast<std::int64_t>(names_.size()) != inputs_.size(0)) {
+    fail(ExitCode::internal, "{} inputs but {} sample names", inputs_.size(0), names_.size());
+  }
+}
+
+std::string TensorDataset::describe(std::size_t index) const {
+  return names_.empty() ? Dataset::describe(index) : names_.at(index);
 }
 
 std::size_t TensorDataset::size() const {
@@ -66,6 +73,10 @@ at::Tensor SubsetDataset::get_into(std::size_t index, std::int64_t epoch, at::Te
 
 std::string SubsetDataset::describe(std::size_t index) const {
   return base_->describe(indices_.at(index));
+}
+
+std::string SubsetDataset::sample_name(std::size_t index) const {
+  return base_->sample_name(indices_.at(index));
 }
 
 void SubsetDataset::will_read(const std::vector<std::size_t>& indices) const {

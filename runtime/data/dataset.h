@@ -50,20 +50,26 @@ class Dataset {
   virtual at::Tensor get_into(std::size_t index, std::int64_t epoch, at::Tensor& input) const;
   // A human-readable name of a sample (its file), for messages.
   virtual std::string describe(std::size_t index) const { return "sample " + std::to_string(index); }
+  // The sample as the user finds it in the data, for outputs such as the report's top losses: an image file
+  // relative to the data's folder, a CSV file's name and line ("train.csv:17"). Defaults to describe().
+  virtual std::string sample_name(std::size_t index) const { return describe(index); }
   // The samples about to be read, in order: streamed data is fetched ahead in this order.
   virtual void will_read(const std::vector<std::size_t>& /*indices*/) const {}
 };
 
 // Examples held in memory as two tensors whose first dimension indexes samples.
+// `names`, when given, names each sample (sample_name and describe), one per row.
 class TensorDataset final : public Dataset {
  public:
-  TensorDataset(at::Tensor inputs, at::Tensor targets);
+  TensorDataset(at::Tensor inputs, at::Tensor targets, std::vector<std::string> names = {});
   std::size_t size() const override;
   Example get(std::size_t index, std::int64_t epoch) const override;
+  std::string describe(std::size_t index) const override;
 
  private:
   at::Tensor inputs_;
   at::Tensor targets_;
+  std::vector<std::string> names_;
 };
 
 // The rows of `base` listed in `indices` (a validation split, for example).
@@ -74,6 +80,7 @@ class SubsetDataset final : public Dataset {
   Example get(std::size_t index, std::int64_t epoch) const override;
   at::Tensor get_into(std::size_t index, std::int64_t epoch, at::Tensor& input) const override;
   std::string describe(std::size_t index) const override;
+  std::string sample_name(std::size_t index) const override;
   void will_read(const std::vector<std::size_t>& indices) const override;
 
  private:

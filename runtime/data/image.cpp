@@ -283,17 +283,28 @@ void write_png(const std::filesystem::path& path, const Image& image) {
   }
 }
 
-void write_jpeg(const std::filesystem::path& path, const Image& image, int quality) {
+std::string encode_jpeg(const Image& image, int quality) {
   thread_local TurboHandle turbo(true);
   unsigned char* buffer = nullptr;
   unsigned long size = 0;
   if (tjCompress2(turbo.handle, image.pixels.data(), image.width, 0, image.height,
                   image.channels == 1 ? TJPF_GRAY : TJPF_RGB, &buffer, &size,
                   image.channels == 1 ? TJSAMP_GRAY : TJSAMP_420, quality, 0) != 0) {
-    fail(ExitCode::output, "{}: cannot encode JPEG: {}", path.string(), tjGetErrorStr2(turbo.handle));
+    fail(ExitCode::output, "cannot encode a {}x{} image of {} channel(s) as JPEG: {}", image.width, image.height,
+         image.channels, tjGetErrorStr2(turbo.handle));
   }
   std::unique_ptr<unsigned char, decltype(&tjFree)> owned(buffer, &tjFree);
-  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(buffer), size));
+  return std::string(reinterpret_cast<const char*>(buffer), size);
+}
+
+void write_jpeg(const std::filesystem::path& path, const Image& image, int quality) {
+  std::string bytes;
+  try {
+    bytes = encode_jpeg(image, quality);
+  } catch (const Error&) {
+    rethrow_as(ExitCode::output, "{}", path.string());
+  }
+  write_file_atomic(path, bytes);
 }
 
 }  // namespace tp::data

@@ -63,6 +63,10 @@ struct DecodedRegion {
 void decode_for_resample(std::string_view bytes, const std::string& name, int channels, const Box& region,
                          int out_size, DecodedRegion& out);
 
+// The image as JPEG bytes (4:2:0 for colour) at `quality` (1-100): the report's thumbnails. Throws tp::Error
+// (output).
+std::string encode_jpeg(const Image& image, int quality);
+
 // Writers, used by tests and the dataset generator. Throw tp::Error (output) naming the path.
 void write_png(const std::filesystem::path& path, const Image& image);
 void write_jpeg(const std::filesystem::path& path, const Image& image, int quality);

@@ -33,6 +33,7 @@ LabelledImages read_image_csv(const fs::path& file, const spec::DataSpec& spec,
     return labels;
   };
   LabelledImages result;
+  result.root = file.parent_path();
   if (spec.task != spec::Task::regression) {
     if (known_classes) {
       result.classes = *known_classes;

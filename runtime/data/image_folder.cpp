@@ -59,6 +59,7 @@ LabelledImages list_image_folder(const std::vector<fs::path>& files, const fs::p
                     : " (if these folders are the classes, point data.source at " + (dir / name).string() + ")");
   }
   LabelledImages result;
+  result.root = dir;
   for (const auto& entry : images_by_class) result.classes.push_back(entry.first);
   if (known_classes) result.classes = *known_classes;
   std::vector<std::int64_t> labels;
@@ -121,6 +122,7 @@ std::pair<LabelledImages, LabelledImages> training_and_validation(const spec::Da
                  source.string(), train_dir.filename().string(), valid_dir.filename().string());
     LabelledImages train = list_image_folder(files_under(files, train_dir), train_dir, nullptr);
     LabelledImages valid = list_image_folder(files_under(files, valid_dir), valid_dir, &train.classes);
+    train.root = valid.root = source;  // samples named as valid/<class>/<file>
     return {std::move(train), std::move(valid)};
   }
   return hold_out(list_image_folder(files, source, nullptr), spec.valid, seed);

@@ -40,10 +40,12 @@ ImageTransform train_transform(const spec::DataSpec& spec) {
 // Image files with one target each (a class index, a float, or a multi-hot vector).
 class ImageDataset final : public Dataset {
  public:
-  ImageDataset(std::shared_ptr<const FileStore> store, std::vector<fs::path> files, at::Tensor targets,
-               ImageTransform transform, int channels, std::uint64_t seed, std::shared_ptr<BadFiles> bad_files)
+  ImageDataset(std::shared_ptr<const FileStore> store, std::vector<fs::path> files, fs::path root,
+               at::Tensor targets, ImageTransform transform, int channels, std::uint64_t seed,
+               std::shared_ptr<BadFiles> bad_files)
       : store_(std::move(store)),
         files_(std::move(files)),
+        root_(std::move(root)),
         targets_(std::move(targets)),
         transform_(transform),
         channels_(channels),
@@ -52,6 +54,9 @@ class ImageDataset final : public Dataset {
 
   std::size_t size() const override { return files_.size(); }
   std::string describe(std::size_t index) const override { return files_.at(index).string(); }
+  std::string sample_name(std::size_t index) const override {
+    return files_.at(index).lexically_relative(root_).generic_string();
+  }
 
   void will_read(const std::vector<std::size_t>& indices) const override {
     std::vector<fs::path> files;
@@ -100,6 +105,7 @@ class ImageDataset final : public Dataset {
 
   std::shared_ptr<const FileStore> store_;
   std::vector<fs::path> files_;
+  fs::path root_;
   at::Tensor targets_;
   ImageTransform transform_;
   int channels_;
@@ -114,6 +120,7 @@ std::pair<LabelledImages, LabelledImages> hold_out(const LabelledImages& all, do
   const auto take = [&](const std::vector<std::size_t>& indices) {
     LabelledImages part;
     part.classes = all.classes;
+    part.root = all.root;
     for (std::size_t i : indices) part.files.push_back(all.files[i]);
     std::vector<std::int64_t> rows(indices.begin(), indices.end());
     part.targets = all.targets.index_select(0, at::tensor(rows, at::kLong));
@@ -130,9 +137,9 @@ Datasets open_images(const spec::DataSpec& spec, std::uint64_t seed,
   Datasets datasets;
   datasets.bad_files = std::make_shared<BadFiles>(spec.max_bad_files);
   const int channels = static_cast<int>(spec.channels);
-  datasets.train = std::make_shared<ImageDataset>(store, std::move(train.files), train.targets,
+  datasets.train = std::make_shared<ImageDataset>(store, std::move(train.files), train.root, train.targets,
                                                   train_transform(spec), channels, seed, datasets.bad_files);
-  datasets.valid = std::make_shared<ImageDataset>(store, std::move(valid.files), valid.targets,
+  datasets.valid = std::make_shared<ImageDataset>(store, std::move(valid.files), valid.root, valid.targets,
                                                   eval_transform(spec), channels, seed, datasets.bad_files);
   Schema& schema = datasets.schema;
   schema.input_shape = {channels, spec.image_size, spec.image_size};

@@ -22,6 +22,7 @@ struct LabelledImages {
   std::vector<std::filesystem::path> files;
   at::Tensor targets;
   std::vector<std::string> classes;
+  std::filesystem::path root;  // the folder the samples are named relative to (Dataset::sample_name)
 };
 
 // A seeded `fraction` of `all` as validation, the rest for training.

@@ -149,10 +149,19 @@ Datasets open_table_csv(const spec::DataSpec& spec, const fs::path& root, std::u
   const TableEncoding encoding = learn_encoding(train_file, train_table, spec);
   auto [features, targets] = encode_table(train_file, train_table, spec, encoding);
 
+  // Each validation row is named by its file and line, for the report's top losses.
+  const auto row_name = [](const fs::path& file, const CsvTable& table, std::size_t row) {
+    return fmt::format("{}:{}", file.filename().string(), table.lines.at(row));
+  };
   at::Tensor train_features, train_targets, valid_features, valid_targets;
+  std::vector<std::string> valid_names;
   if (!spec.valid_source.empty()) {
     const fs::path valid_file = table_file(resolve(root, spec.valid_source));
-    std::tie(valid_features, valid_targets) = encode_table(valid_file, read_csv(valid_file), spec, encoding);
+    const CsvTable valid_table = read_csv(valid_file);
+    std::tie(valid_features, valid_targets) = encode_table(valid_file, valid_table, spec, encoding);
+    for (std::size_t row = 0; row < valid_table.rows.size(); ++row) {
+      valid_names.push_back(row_name(valid_file, valid_table, row));
+    }
     train_features = features;
     train_targets = targets;
   } else {
@@ -165,6 +174,7 @@ Datasets open_table_csv(const spec::DataSpec& spec, const fs::path& root, std::u
     train_targets = targets.index_select(0, rows(train_indices));
     valid_features = features.index_select(0, rows(valid_indices));
     valid_targets = targets.index_select(0, rows(valid_indices));
+    for (const std::size_t row : valid_indices) valid_names.push_back(row_name(train_file, train_table, row));
   }
   if (train_features.size(0) == 0)
     fail(ExitCode::data, "{}: no training rows left after the split", train_file.string());
@@ -192,7 +202,8 @@ Datasets open_table_csv(const spec::DataSpec& spec, const fs::path& root, std::u
   Datasets datasets;
   datasets.bad_files = std::make_shared<BadFiles>(spec.max_bad_files);
   datasets.train = std::make_shared<TensorDataset>(standardize(train_features), train_targets);
-  datasets.valid = std::make_shared<TensorDataset>(standardize(valid_features), valid_targets);
+  datasets.valid = std::make_shared<TensorDataset>(standardize(valid_features), valid_targets,
+                                                   std::move(valid_names));
   Schema& schema = datasets.schema;
   schema.input_shape = {features.size(1)};
   schema.classification = spec.task == spec::Task::classification;

@@ -320,6 +320,13 @@ std::vector<Setting> declare_all() {
                "MLFLOW_TRACKING_URI; with neither, nothing is sent. MLFLOW_TRACKING_TOKEN (a bearer token) or "
                "MLFLOW_TRACKING_USERNAME and _PASSWORD authenticate, MLFLOW_RUN_ID joins a given run. A server "
                "that is down or fails is one warning; training goes on (docs/training.md)."),
+      // [report]
+      Declare("report.top_losses", &Spec::report, &ReportSpec::top_losses).fallback(16).range(0, 1000)
+          .doc("Classification with the built-in engine: interpretation.json and report.html list the N validation "
+               "samples with the highest loss at the end of training, each with its predicted and actual class, "
+               "its loss and its file (relative to the data's folder) or CSV line, for image data with a "
+               "thumbnail of what the model saw. 0: none (the confusion matrix and per-class scores stay) "
+               "(docs/training.md, \"What the model gets wrong\")."),
       // [k8s]
       Declare("k8s.kind", &Spec::k8s, &K8sSpec::kind).fallback("pytorchjob").choices({"pytorchjob", "trainjob"})
           .doc("render-job: a Kubeflow PyTorchJob (kubeflow.org/v1, training-operator v1.9) or a Kubeflow Trainer "

@@ -146,6 +146,11 @@ struct LogSpec {
   std::string mlflow_uri;  // an MLflow tracking server (empty: MLFLOW_TRACKING_URI, else none)
 };
 
+// What report.html and interpretation.json show of the trained model.
+struct ReportSpec {
+  std::int64_t top_losses;  // the validation samples with the highest loss listed (classification)
+};
+
 // Kubernetes settings of `trainpoint render-job` (runtime/k8s); `run` ignores them.
 struct K8sSpec {
   std::string kind;  // pytorchjob | trainjob
@@ -175,6 +180,7 @@ struct Spec {
   DistSpec dist;
   CheckpointSpec checkpoint;
   LogSpec log;
+  ReportSpec report;
   K8sSpec k8s;
 };
 

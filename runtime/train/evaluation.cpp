@@ -4,9 +4,11 @@
 #include <torch/torch.h>
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "data/loader.h"
+#include "data/thumbnail.h"
 #include "train/training_step.h"
 
 namespace tp::train {
@@ -24,7 +26,76 @@ double top_k_correct_in(const torch::Tensor& output, const torch::Tensor& target
   return std::get<1>(output.topk(k, 1)).eq(target.unsqueeze(1)).any(1).sum().item<double>();
 }
 
+// The largest side of a top-loss thumbnail in the report, in pixels.
+constexpr int kThumbnailSize = 128;
+// The points of a regression's scatter plots.
+constexpr std::size_t kRegressionPoints = 2000;
+
+// The inputs of the samples with the highest loss so far on this rank, for their thumbnails: after each
+// batch the batch's samples join them and only the `count` highest stay, copied out of the batch.
+class HighestLossInputs {
+ public:
+  explicit HighestLossInputs(std::size_t count) : count_(count) {}
+
+  void add(std::vector<ClassifiedSample>& samples, std::size_t first, const torch::Tensor& inputs) {
+    if (count_ == 0) return;
+    for (std::size_t i = first; i < samples.size(); ++i) {
+      kept_.push_back({i, inputs[static_cast<std::int64_t>(i - first)]});
+    }
+    std::vector<ClassifiedSample> candidates;
+    for (const Kept& k : kept_) candidates.push_back({samples[k.sample].name, 0, 0, samples[k.sample].loss, {}});
+    std::vector<Kept> highest;
+    for (const std::size_t c : highest_losses(candidates, count_)) {
+      const Kept& k = kept_[c];
+      highest.push_back({k.sample, k.sample >= first ? k.input.clone() : k.input});
+    }
+    kept_ = std::move(highest);
+  }
+
+  // Each kept sample's thumbnail into `samples`.
+  void draw(std::vector<ClassifiedSample>& samples, const data::Schema& schema) const {
+    for (const Kept& k : kept_) samples[k.sample].thumbnail = data::thumbnail_jpeg(k.input, schema, kThumbnailSize);
+  }
+
+ private:
+  struct Kept {
+    std::size_t sample;  // in the rank's predictions
+    torch::Tensor input;
+  };
+  std::size_t count_;
+  std::vector<Kept> kept_;
+};
+
+// The batch's predictions, named by `names` (those of its samples, in order), appended to `predictions`.
+void record_predictions(const torch::Tensor& output, const torch::Tensor& targets, const data::Schema& schema,
+                        const std::vector<std::string>& names, Predictions& predictions) {
+  namespace F = torch::nn::functional;
+  if (!schema.classification) {
+    const torch::Tensor predicted = output.reshape({-1}).to(torch::kCPU, torch::kDouble).contiguous();
+    const torch::Tensor actual = targets.to(torch::kCPU, torch::kDouble).contiguous();
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      predictions.regressed.push_back({names[i], actual.data_ptr<double>()[i], predicted.data_ptr<double>()[i]});
+    }
+    return;
+  }
+  const torch::Tensor scores = output.to(torch::kFloat);
+  const torch::Tensor losses =
+      F::cross_entropy(scores, targets, F::CrossEntropyFuncOptions().reduction(torch::kNone))
+          .to(torch::kCPU, torch::kDouble)
+          .contiguous();
+  const torch::Tensor predicted = scores.argmax(1).to(torch::kCPU, torch::kLong).contiguous();
+  const torch::Tensor actual = targets.to(torch::kCPU, torch::kLong).contiguous();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    predictions.classified.push_back({names[i], actual.data_ptr<std::int64_t>()[i],
+                                      predicted.data_ptr<std::int64_t>()[i], losses.data_ptr<double>()[i], {}});
+  }
+}
+
 }  // namespace
+
+bool interprets(const data::Datasets& data) {
+  return data.valid && data.valid->size() > 0 && !data.schema.multi_label;
+}
 
 Totals summed_over_ranks(const Totals& mine, dist::Communicator& communicator) {
   const std::vector<double> sums = dist::sum_over_ranks(
@@ -38,7 +109,8 @@ bool reports_top_k(const data::Schema& schema, std::int64_t k) {
 }
 
 Totals validate(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec,
-                dist::Communicator& communicator, const Precision& precision, c10::Device device) {
+                dist::Communicator& communicator, const Precision& precision, c10::Device device,
+                Predictions* predictions) {
   const std::size_t first = data.rank_share ? 0 : static_cast<std::size_t>(communicator.rank());
   const std::size_t stride = data.rank_share ? 1 : static_cast<std::size_t>(communicator.world_size());
   Totals totals;
@@ -46,11 +118,22 @@ Totals validate(torch::jit::Module& model, const data::Datasets& data, const spe
   for (std::size_t i = first; i < data.valid->size(); i += stride) mine.push_back(i);
   torch::NoGradGuard no_grad;
   model.eval();
+  // Images: the schema says how their pixels became the input.
+  const bool thumbnails = predictions && data.schema.classification && !data.schema.pixel_mean.empty();
+  HighestLossInputs highest(thumbnails ? static_cast<std::size_t>(spec.report.top_losses) : 0);
+  std::size_t done = 0;  // of this rank's samples
   data::Loader loader(data.valid, mine, 0, loader_options(spec, device));
   while (auto next = loader.next()) {
     const auto batch = on_device(std::move(*next), device, uses_channels_last(spec));
     const torch::Tensor output = precision.forward(model, batch.inputs);
     const double n = static_cast<double>(batch.targets.size(0));
+    if (predictions) {
+      std::vector<std::string> names;
+      for (std::int64_t i = 0; i < batch.targets.size(0); ++i) names.push_back(data.valid->sample_name(mine.at(done++)));
+      const std::size_t first = predictions->classified.size();
+      record_predictions(output, batch.targets, data.schema, names, *predictions);
+      if (thumbnails) highest.add(predictions->classified, first, batch.inputs);
+    }
     totals.loss_sum += loss_of(output, batch.targets, data.schema).item<double>() * n;
     if (data.schema.classification) totals.correct += correct_in(output, batch.targets, data.schema);
     if (reports_top_k(data.schema, spec.train.top_k)) {
@@ -62,7 +145,18 @@ Totals validate(torch::jit::Module& model, const data::Datasets& data, const spe
     totals.count += n;
   }
   model.train();
+  if (thumbnails) highest.draw(predictions->classified, data.schema);
   return summed_over_ranks(totals, communicator);
+}
+
+nlohmann::json interpret(const Predictions& mine, const data::Schema& schema, const spec::Spec& spec,
+                         InterpretedAt at, dist::Communicator& communicator) {
+  const std::vector<std::string> packed = dist::all_gather_strings(
+      communicator, {schema.classification ? pack(mine.classified) : pack(mine.regressed)});
+  if (communicator.rank() != 0) return nullptr;
+  if (!schema.classification) return interpret_regression(unpack_regressed(packed), kRegressionPoints, at);
+  return interpret_classification(unpack_classified(packed), schema.class_names,
+                                  static_cast<std::size_t>(spec.report.top_losses), at);
 }
 
 }  // namespace tp::train

@@ -25,8 +25,8 @@ std::string cell(double value) {
   return std::isnan(value) ? std::string() : fmt::format("{}", value);
 }
 
-std::string json_line(const EpochMetrics& m) {
-  return json{{"epoch", m.epoch},
+std::string json_line(const EpochMetrics& m, const json& per_class) {
+  json line{{"epoch", m.epoch},
               {"step", m.step},
               {"lr", m.lr},
               {"train_loss", json_number(m.train_loss)},
@@ -36,9 +36,9 @@ std::string json_line(const EpochMetrics& m) {
               {"top_k_accuracy", json_number(m.top_k_accuracy)},
               {"mae", json_number(m.mae)},
               {"mse", json_number(m.mse)},
-              {"seconds", m.seconds}}
-             .dump() +
-         "\n";
+              {"seconds", m.seconds}};
+  if (!per_class.is_null()) line["per_class"] = per_class;
+  return line.dump() + "\n";
 }
 
 std::string csv_line(const EpochMetrics& m) {
@@ -161,7 +161,7 @@ MetricsLog::MetricsLog(const fs::path& output_dir, std::int64_t epochs_done, std
   for (const EpochMetrics& m : read_epoch_metrics(output_dir)) {
     if (m.epoch < 1 || m.epoch > epochs_done) continue;
     epochs_.push_back(m);
-    json_text += json_line(m);
+    json_text += json_line(m, nullptr);  // per-class scores are the last epoch's, written by the epoch that ends this run
     csv_text += csv_line(m);
   }
   write_file_atomic(output_dir / "steps.jsonl", steps_text);
@@ -179,9 +179,9 @@ void MetricsLog::write_step(const StepRecord& record) {
   steps_file_ << json_line(record);
 }
 
-void MetricsLog::write_epoch(const EpochMetrics& metrics) {
+void MetricsLog::write_epoch(const EpochMetrics& metrics, const json& per_class) {
   epochs_.push_back(metrics);
-  json_ << json_line(metrics);
+  json_ << json_line(metrics, per_class);
   csv_ << csv_line(metrics);
   for (std::ofstream* file : {&steps_file_, &json_, &csv_}) {
     file->flush();

@@ -78,8 +78,9 @@ class MetricsLog {
  public:
   MetricsLog(const std::filesystem::path& output_dir, std::int64_t epochs_done, std::int64_t steps_done);
   void write_step(const StepRecord& record);
-  // Appends the epoch and flushes every file, so they can be read while training runs.
-  void write_epoch(const EpochMetrics& metrics);
+  // Appends the epoch and flushes every file, so they can be read while training runs. `per_class` (the last
+  // epoch's per-class scores, train/interpretation.h) goes into its metrics.jsonl line when not null.
+  void write_epoch(const EpochMetrics& metrics, const nlohmann::json& per_class = nullptr);
   const std::vector<StepRecord>& steps() const { return steps_; }
   const std::vector<EpochMetrics>& epochs() const { return epochs_; }
 

@@ -396,6 +396,150 @@ std::string epoch_table(const ReportInput& input, const std::vector<MetricColumn
   return html + "</table>\n";
 }
 
+// A scatter plot of (x, y) points with a reference line y = slope * x + intercept across the plot.
+std::string scatter_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
+                          const std::vector<Point>& points, double slope, double intercept) {
+  Axes axes{INFINITY, -INFINITY, INFINITY, -INFINITY};
+  for (const Point& p : points) {
+    if (!std::isfinite(p.x) || !std::isfinite(p.y)) continue;
+    axes.x_min = std::min(axes.x_min, p.x);
+    axes.x_max = std::max(axes.x_max, p.x);
+    axes.y_min = std::min(axes.y_min, p.y);
+    axes.y_max = std::max(axes.y_max, p.y);
+  }
+  if (!std::isfinite(axes.x_min)) return chart_without_values(title);
+  std::string svg = chart_start(title) + draw_axes(axes, x_label);
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" class=\"label\">{}</text>\n", kLeft, kTop - 8, escape(y_label));
+  // The reference line, over the x values where it stays within the plotting area.
+  double x_from = axes.x_min, x_to = axes.x_max;
+  if (slope != 0) {
+    const double at_bottom = (axes.y_min - intercept) / slope, at_top = (axes.y_max - intercept) / slope;
+    x_from = std::max(x_from, std::min(at_bottom, at_top));
+    x_to = std::min(x_to, std::max(at_bottom, at_top));
+  } else if (intercept < axes.y_min || intercept > axes.y_max) {
+    x_to = x_from - 1;  // outside: no line
+  }
+  if (x_from <= x_to) {
+    svg += fmt::format(
+        "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#d62728\" stroke-width=\"1\" "
+        "stroke-dasharray=\"4 3\"/>\n",
+        axes.x(x_from), axes.y(slope * x_from + intercept), axes.x(x_to), axes.y(slope * x_to + intercept));
+  }
+  for (const Point& p : points) {
+    if (!std::isfinite(p.x) || !std::isfinite(p.y)) continue;
+    svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"#1f77b4\" fill-opacity=\"0.6\"/>\n",
+                       axes.x(p.x), axes.y(p.y));
+  }
+  return svg + "</svg>\n";
+}
+
+std::string number_text(const json& value, const char* format = "{:.4f}") {
+  return value.is_number() ? fmt::format(fmt::runtime(format), value.get<double>()) : "";
+}
+
+// The confusion matrix as a table whose cells are shaded by their share of the row (the actual class).
+std::string confusion_table(const json& interpretation) {
+  const auto classes = interpretation.at("classes").get<std::vector<std::string>>();
+  const json& counts = interpretation.at("confusion_matrix");
+  const json& normalized = interpretation.at("confusion_matrix_normalized");
+  std::string html = "<table class=\"confusion\">\n<tr><th class=\"corner\">actual \\ predicted</th>";
+  for (const std::string& name : classes) html += fmt::format("<th class=\"predicted\">{}</th>", escape(name));
+  html += "</tr>\n";
+  for (std::size_t a = 0; a < classes.size(); ++a) {
+    html += fmt::format("<tr><th>{}</th>", escape(classes[a]));
+    for (std::size_t p = 0; p < classes.size(); ++p) {
+      const double share = normalized.at(a).at(p).get<double>();
+      // From white to the charts' blue (#1f77b4) as the share grows.
+      const auto channel = [&](int full) { return static_cast<int>(std::lround(255 - (255 - full) * share)); };
+      html += fmt::format(
+          "<td style=\"background: rgb({},{},{}); color: {}\" title=\"{} of {} as {}\">{}</td>", channel(0x1f),
+          channel(0x77), channel(0xb4), share > 0.5 ? "#fff" : "#222", fmt::format("{:.1f}%", 100 * share),
+          escape(classes[a]), escape(classes[p]), counts.at(a).at(p).get<std::int64_t>());
+    }
+    html += "</tr>\n";
+  }
+  return html + "</table>\n";
+}
+
+std::string per_class_table(const json& interpretation) {
+  std::string html =
+      "<table class=\"per-class\">\n<tr><th>class</th><th>precision</th><th>recall</th><th>F1</th>"
+      "<th>support</th></tr>\n";
+  for (const json& c : interpretation.at("per_class")) {
+    html += fmt::format("<tr><th>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                        escape(c.at("class").get<std::string>()), number_text(c.at("precision")),
+                        number_text(c.at("recall")), number_text(c.at("f1")), c.at("support").get<std::int64_t>());
+  }
+  return html + "</table>\n";
+}
+
+// The pairs the model confuses most, up to `limit`.
+std::string most_confused_table(const json& interpretation, std::size_t limit) {
+  const json& pairs = interpretation.at("most_confused");
+  if (pairs.empty()) return "<p>No validation sample was misclassified.</p>\n";
+  std::string html = "<table class=\"most-confused\">\n<tr><th>actual</th><th>predicted as</th><th>samples</th></tr>\n";
+  for (std::size_t i = 0; i < std::min(limit, pairs.size()); ++i) {
+    html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                        escape(pairs[i].at("actual").get<std::string>()),
+                        escape(pairs[i].at("predicted").get<std::string>()), pairs[i].at("count").get<std::int64_t>());
+  }
+  return html + "</table>\n";
+}
+
+// The samples with the highest loss: a grid of thumbnails for images, a table otherwise.
+std::string top_losses_section(const json& interpretation) {
+  const json& top = interpretation.at("top_losses");
+  if (top.empty()) return "";
+  std::string html = fmt::format("<h3>The {} validation samples with the highest loss</h3>\n", top.size());
+  const bool images = std::any_of(top.begin(), top.end(), [](const json& t) { return t.contains("thumbnail"); });
+  if (!images) {
+    html += "<table class=\"top-losses\">\n<tr><th>sample</th><th>predicted</th><th>actual</th><th>loss</th></tr>\n";
+    for (const json& t : top) {
+      html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                          escape(t.at("sample").get<std::string>()), escape(t.at("predicted").get<std::string>()),
+                          escape(t.at("actual").get<std::string>()), number_text(t.at("loss"), "{:.3f}"));
+    }
+    return html + "</table>\n";
+  }
+  html += "<div class=\"top-losses\">\n";
+  for (const json& t : top) {
+    const std::string sample = t.at("sample").get<std::string>();
+    html += fmt::format(
+        "<figure><img src=\"{}\" alt=\"{}\"/><figcaption>{} / {}<br/>loss {}<br/><span class=\"file\">{}</span>"
+        "</figcaption></figure>\n",
+        escape(t.value("thumbnail", "")), escape(sample), escape(t.at("predicted").get<std::string>()),
+        escape(t.at("actual").get<std::string>()), number_text(t.at("loss"), "{:.3f}"), escape(sample));
+  }
+  return html + "</div>\n<p class=\"note\">Each: predicted / actual class, the loss, and the file.</p>\n";
+}
+
+// What the model gets wrong (interpretation.json): the matrix, the per-class scores, the most confused pairs
+// and the top losses; for a regression predicted against actual and the residuals.
+std::string interpretation_section(const json& interpretation) {
+  std::string html = "<h2>What the model gets wrong</h2>\n";
+  const std::string task = interpretation.value("task", "");
+  html += fmt::format("<p class=\"shares\">The final validation (epoch {}, step {}), all {} samples of every rank's share.</p>\n",
+                      interpretation.value("epoch", 0), interpretation.value("step", 0),
+                      interpretation.value("samples", 0));
+  if (task == "regression") {
+    std::vector<Point> predicted_actual, residuals;
+    for (const json& p : interpretation.at("points")) {
+      const auto number = [](const json& v) { return v.is_number() ? v.get<double>() : NAN; };
+      predicted_actual.push_back({number(p.at("actual")), number(p.at("predicted"))});
+      residuals.push_back({number(p.at("predicted")), number(p.at("residual"))});
+    }
+    html += "<div class=\"charts\">\n";
+    html += scatter_chart("Predicted against actual", "actual", "predicted", predicted_actual, 1, 0);
+    html += scatter_chart("Residuals (actual - predicted)", "predicted", "residual", residuals, 0, 0);
+    return html + "</div>\n";
+  }
+  html += "<div class=\"interpretation\">\n<div>\n<h3>Confusion matrix</h3>\n" + confusion_table(interpretation) +
+          "<p class=\"note\">Rows: the actual class; shade: the row's share.</p>\n</div>\n";
+  html += "<div>\n<h3>Per class</h3>\n" + per_class_table(interpretation) + "</div>\n";
+  html += "<div>\n<h3>Most confused</h3>\n" + most_confused_table(interpretation, 10) + "</div>\n</div>\n";
+  return html + top_losses_section(interpretation);
+}
+
 constexpr const char* kStyle = R"(
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; margin: 24px;
        color: #222; background: #f6f7f9; }
@@ -416,6 +560,18 @@ table.epochs td { text-align: right; font-variant-numeric: tabular-nums; }
 table.record th { background: #f0f1f3; width: 160px; }
 .shares { color: #444; font-size: 13px; margin: 8px 0 0 0; }
 pre { background: #fff; border: 1px solid #ddd; padding: 12px; font-size: 12px; overflow-x: auto; }
+h3 { font-size: 14px; margin: 12px 0 6px 0; }
+.interpretation { display: flex; flex-wrap: wrap; gap: 24px; align-items: flex-start; }
+table.confusion td { text-align: right; min-width: 36px; font-variant-numeric: tabular-nums; }
+table.confusion th.predicted { font-weight: 600; }
+table.per-class td, table.most-confused td:last-child { text-align: right; font-variant-numeric: tabular-nums; }
+.note { color: #666; font-size: 12px; margin: 6px 0 0 0; }
+div.top-losses { display: flex; flex-wrap: wrap; gap: 10px; }
+div.top-losses figure { margin: 0; background: #fff; border: 1px solid #ddd; border-radius: 4px; padding: 6px;
+                        width: 140px; font-size: 12px; }
+div.top-losses img { width: 128px; height: 128px; object-fit: contain; image-rendering: pixelated;
+                     display: block; margin: 0 auto 4px auto; }
+div.top-losses .file { color: #555; word-break: break-all; }
 )";
 
 // The page up to the opening of the charts' row.
@@ -473,6 +629,7 @@ std::string render_report(const ReportInput& input) {
   html += "</div>\n";
   const std::string shares = step_time_shares(input.steps);
   if (!shares.empty()) html += fmt::format("<p class=\"shares\">{}</p>\n", escape(shares));
+  if (input.interpretation && !input.interpretation->is_null()) html += interpretation_section(*input.interpretation);
   html += "<h2>Epochs</h2>\n" + epoch_table(input, metrics);
   html += "<h2>Run</h2>\n" + summary_table(input);
   html += fmt::format("<h2>Resolved spec</h2>\n<pre>{}</pre>\n</body>\n</html>\n",

@@ -241,7 +241,8 @@ class Fit {
   void take_step(EpochSteps& epoch);
   // A stop request at this step: one checkpoint on every rank that keeps them.
   StopCheckpoint save_stop_checkpoint(EpochSteps& epoch);
-  EpochMetrics measure(const TrainedEpoch& epoch);
+  // With `predictions`, validation keeps each sample's (the run's last epoch, for interpretation.json).
+  EpochMetrics measure(const TrainedEpoch& epoch, Predictions* predictions);
   std::optional<double> save_epoch_checkpoint();
   void log_resumed() const;
   void publish(const fs::path& file) const {
@@ -280,6 +281,7 @@ class Fit {
   std::optional<dist::GradientSynchronizer> synchronizer_;
   std::optional<bool> body_frozen_;
   std::unique_ptr<MetricsLog> metrics_;  // rank 0
+  nlohmann::json interpretation_;  // rank 0, after the last epoch: interpretation.json
   std::unique_ptr<telemetry::Sinks> sinks_;  // rank 0: the records' other destinations (log.tensorboard)
   bool sinks_behind_warned_ = false;
   bool finished_ = false;  // the sinks were told the run finished
@@ -375,10 +377,12 @@ void Fit::log_resumed() const {
 
 void Fit::start() {
   if (resumed_ && writer_) log_resumed();
-  // The final outputs of an earlier run go first: only a run that finishes writes them again.
+  // The final outputs of an earlier run go first: only a run that finishes writes them again. Its
+  // interpretation.json goes when epochs remain: the last of them writes it anew.
   if (writer_) {
     fs::remove(output_dir_ / "run.json");
     fs::remove(output_dir_ / "model.pt");
+    if (position_.epochs_done < spec_.train.epochs) fs::remove(output_dir_ / "interpretation.json");
   }
   start_from_rank_0(model_, placed_.tensors, communicator_);  // after rank 0 resumed
   // Built again whenever fine-tuning freezes or unfreezes the body (at the same epoch on every rank).
@@ -591,7 +595,7 @@ StopCheckpoint Fit::save_stop_checkpoint(EpochSteps& epoch) {
 }
 
 // The epoch's metrics: its training loss over all ranks and the validation's.
-EpochMetrics Fit::measure(const TrainedEpoch& epoch) {
+EpochMetrics Fit::measure(const TrainedEpoch& epoch, Predictions* predictions) {
   const Totals train = summed_over_ranks(epoch.totals, communicator_);
   EpochMetrics m;
   m.epoch = epoch.index + 1;
@@ -601,7 +605,7 @@ EpochMetrics Fit::measure(const TrainedEpoch& epoch) {
   m.valid_loss = m.valid_accuracy = m.error_rate = m.top_k_accuracy = m.mae = m.mse = std::nan("");
   if (data_.valid && data_.valid->size() > 0) {
     communicator_.set_progress(position_.step, dist::Phase::validate);
-    const Totals valid = validate(model_, data_, spec_, communicator_, precision_, device_);
+    const Totals valid = validate(model_, data_, spec_, communicator_, precision_, device_, predictions);
     m.valid_loss = valid.loss_sum / valid.count;
     if (data_.schema.classification) {
       m.valid_accuracy = valid.correct / valid.count;
@@ -636,17 +640,28 @@ std::optional<double> Fit::save_epoch_checkpoint() {
 }
 
 void Fit::end_epoch(const TrainedEpoch& epoch) {
-  const EpochMetrics m = measure(epoch);
+  // The run's last epoch: what the trained model gets wrong (interpretation.json).
+  const bool interpreted = epoch.index + 1 == spec_.train.epochs && interprets(data_);
+  Predictions predictions;
+  const EpochMetrics m = measure(epoch, interpreted ? &predictions : nullptr);
+  if (interpreted) {
+    communicator_.set_progress(position_.step, dist::Phase::validate);
+    interpretation_ = interpret(predictions, data_.schema, spec_, {m.epoch, m.step}, communicator_);
+  }
   const std::vector<std::string> bad_files = all_bad_files(*data_.bad_files, communicator_);
   if (writer_) {
-    metrics_->write_epoch(m);
+    metrics_->write_epoch(m, per_class_scores(interpretation_));
     const double per_second =
         epoch.throughput.step_seconds > 0 ? epoch.throughput.samples / epoch.throughput.step_seconds : 0;
-    sinks_->scalars(m.step, epoch_values(m, per_second, spec::reads_images(spec_.data.format)));
+    NamedValues values = epoch_values(m, per_second, spec::reads_images(spec_.data.format));
+    for (auto& value : per_class_values(interpretation_)) values.push_back(std::move(value));
+    sinks_->scalars(m.step, values);
     sinks_->flush();
+    if (interpreted) write_interpretation(output_dir_ / "interpretation.json", interpretation_);
     const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
     write_report(output_dir_ / "report.html", {run_record(facts_, m, bad_files, elapsed), metrics_->steps(),
-                                               metrics_->epochs(), spec_.train.epochs, top_k_, false});
+                                               metrics_->epochs(), spec_.train.epochs, top_k_, false,
+                                               &interpretation_});
   }
   // After the metrics: a checkpoint never runs ahead of the records a resumed run keeps.
   const std::optional<double> checkpoint_seconds = save_epoch_checkpoint();
@@ -661,6 +676,7 @@ void Fit::end_epoch(const TrainedEpoch& epoch) {
     for (const char* record : {"metrics.jsonl", "metrics.csv", "steps.jsonl", "report.html"}) {
       publish(output_dir_ / record);
     }
+    if (interpreted) publish(output_dir_ / "interpretation.json");
     publish_sinks();
   }
   monitor_->epoch_done(m);
@@ -685,7 +701,7 @@ FitResult Fit::finish() {
     if (!metrics_->epochs().empty()) result_.last = metrics_->epochs().back();
     const nlohmann::json record = run_record(facts_, result_.last, bad_files, seconds);
     write_report(output_dir_ / "report.html",
-                 {record, metrics_->steps(), metrics_->epochs(), spec_.train.epochs, top_k_, true});
+                 {record, metrics_->steps(), metrics_->epochs(), spec_.train.epochs, top_k_, true, &interpretation_});
     write_model(model_, output_dir_);
     write_run_json(output_dir_, record);
     result_.model_file = output_dir_ / "model.pt";
@@ -693,6 +709,7 @@ FitResult Fit::finish() {
     publish(result_.model_file);
     publish(output_dir_ / "run.json");
     for (const char* artifact : {"model.pt", "report.html", "metrics.jsonl"}) sinks_->artifact(output_dir_ / artifact);
+    if (!interpretation_.is_null()) sinks_->artifact(output_dir_ / "interpretation.json");
     sinks_->run_ended(telemetry::RunEnd::finished);
     finished_ = true;
     publish_sinks();

@@ -83,6 +83,10 @@ Curves expected_curves(const fs::path& output) {
     add("valid/top_k_accuracy", at, epoch["top_k_accuracy"]);
     add("valid/mae", at, epoch["mae"]);
     add("valid/mse", at, epoch["mse"]);
+    // The last epoch's per-class scores (train/interpretation.h).
+    for (const auto& [name, scores] : epoch.value("per_class", json::object()).items()) {
+      for (const char* score : {"precision", "recall", "f1"}) add("interpretation/" + std::string(score) + "/" + name, at, scores[score]);
+    }
   }
   return curves;
 }
@@ -446,7 +450,8 @@ TEST_F(MlflowRun, ARunIsLoggedWithItsParamsMetricsTagsArtifactsAndEndAndARestart
   EXPECT_EQ(read[0]["tags"]["mlflow.source.git.commit"], commit.substr(0, 40)) << read[0]["tags"].dump();
   EXPECT_EQ(read[0]["tags"]["mlflow.source.git.repoURL"], repo_.string()) << read[0]["tags"].dump();
   EXPECT_EQ(read[0]["tags"]["trainpoint.run_key"].get<std::string>().size(), 12u) << read[0]["tags"].dump();
-  EXPECT_EQ(read[0]["artifacts"], (json{"metrics.jsonl", "model.pt", "report.html"})) << read[0].dump();
+  EXPECT_EQ(read[0]["artifacts"], (json{"interpretation.json", "metrics.jsonl", "model.pt", "report.html"}))
+      << read[0].dump();
   expect_metrics_of_the_records(read[0]);
 
   // One more epoch: the restart resumes from the checkpoint and continues the same MLflow run.
