@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -156,12 +157,19 @@ MetricsLog::MetricsLog(const fs::path& output_dir, std::int64_t epochs_done, std
     steps_.push_back(s);
     steps_text += json_line(s);
   }
+  // The per-class scores an epoch's line has (the last epoch of an earlier start, which ended its run then) stay.
+  std::map<std::int64_t, json> per_class;
+  for (const json& line : read_lines(output_dir / "metrics.jsonl")) {
+    if (line.contains("per_class") && line.value("epoch", json()).is_number_integer()) {
+      per_class[line["epoch"].get<std::int64_t>()] = line["per_class"];
+    }
+  }
   std::string json_text;
   std::string csv_text = kCsvHeader;
   for (const EpochMetrics& m : read_epoch_metrics(output_dir)) {
     if (m.epoch < 1 || m.epoch > epochs_done) continue;
     epochs_.push_back(m);
-    json_text += json_line(m, nullptr);  // per-class scores are the last epoch's, written by the epoch that ends this run
+    json_text += json_line(m, per_class.count(m.epoch) ? per_class[m.epoch] : json(nullptr));
     csv_text += csv_line(m);
   }
   write_file_atomic(output_dir / "steps.jsonl", steps_text);

@@ -84,7 +84,8 @@ Curves expected_curves(const fs::path& output) {
     add("valid/mae", at, epoch["mae"]);
     add("valid/mse", at, epoch["mse"]);
     // The last epoch's per-class scores (train/interpretation.h).
-    for (const auto& [name, scores] : epoch.value("per_class", json::object()).items()) {
+    const json per_class = epoch.value("per_class", json::object());  // items() must not outlive it
+    for (const auto& [name, scores] : per_class.items()) {
       for (const char* score : {"precision", "recall", "f1"}) add("interpretation/" + std::string(score) + "/" + name, at, scores[score]);
     }
   }
@@ -546,7 +547,7 @@ TEST_F(MlflowRun, MlflowRunIdLogsIntoThatRunAndNoOther) {
   // A run given by its id gets the settings and tags as a run trainpoint creates does.
   EXPECT_EQ(read[0]["params"]["train.optimizer"], "adamw") << read[0]["params"].dump();
   EXPECT_EQ(read[0]["tags"]["trainpoint.run_key"].get<std::string>().size(), 12u) << read[0]["tags"].dump();
-  EXPECT_EQ(read[0]["artifacts"], (json{"metrics.jsonl", "model.pt", "report.html"})) << read[0].dump();
+  EXPECT_EQ(read[0]["artifacts"], (json{"interpretation.json", "metrics.jsonl", "model.pt", "report.html"})) << read[0].dump();
   expect_metrics_of_the_records(read[0]);
   EXPECT_EQ(read[0]["metrics"]["train/loss"].size(), 4u) << read[0]["metrics"].dump();
   EXPECT_EQ(recorded_mlflow_run(output_dir())["run_id"], run_id);
@@ -616,14 +617,14 @@ TEST_F(MlflowRun, TheMlflowUiDrawsTheRunsMetricCharts) {
     const auto shot = testing::run_command(
         "timeout 150 chromium --headless --no-sandbox --enable-unsafe-swiftshader --disable-dev-shm-usage "
         "--hide-scrollbars --user-data-dir=" + shell_quote((dir_ / "profile").string()) +
-        " --window-size=1900,2800 --virtual-time-budget=120000 --screenshot=" + shell_quote(screenshot.string()) +
+        " --window-size=1900,3800 --virtual-time-budget=120000 --screenshot=" + shell_quote(screenshot.string()) +
         " " + shell_quote(page));
     ASSERT_EQ(shot.exit_code, 0) << shot.output;
     ASSERT_TRUE(fs::exists(screenshot)) << shot.output;
     image = read_png(screenshot);
     drawn = coloured_pixels(image, 200, 250, kMain, image.height);
   }
-  EXPECT_GT(drawn, 15000u) << "the charts were drawn (16 of them)";
+  EXPECT_GT(drawn, 15000u) << "the charts were drawn (22 of them, 6 with one point each)";
   if (const char* keep = std::getenv("TP_KEEP_MLFLOW_SCREENSHOT")) write_left_of(image, kMain, keep);
 }
 
