@@ -240,7 +240,10 @@ TEST_F(Frameworks, AFailingRanksExceptionIsTrainpointsLastLineInEveryFramework) 
     const JobRun failed = run("--spec train.toml --set data.source=shapes --set job.requirements=" + requirements +
                                   " --set 'job.command=[\"" + python + "\", \"" + script + "\"]'",
                               false);
-    EXPECT_EQ(failed.result.exit_code, 10) << failed.result.output;
+    // The program's own failure (exit 1: 10); a rank that aborts on its way out after the exception (torch 2.11
+    // under Lightning sometimes ends with SIGABRT) is a signal's class (203). Either way the exception is quoted.
+    const int code = failed.result.exit_code;
+    EXPECT_TRUE(code == 10 || code == 203) << failed.result.output;
     // The final message, from the failed rank to the end of the output.
     std::string output = failed.result.output;
     while (!output.empty() && output.back() == '\n') output.pop_back();
@@ -249,11 +252,10 @@ TEST_F(Frameworks, AFailingRanksExceptionIsTrainpointsLastLineInEveryFramework) 
     const std::string last = output.substr(output.rfind("rank ", at));
     // FAIL_RANK=1 fails rank 1 alone; the fastai example fails on both ranks, and the first to exit is named.
     if (expected == raised) EXPECT_EQ(last.rfind("rank 1 (worker 1", 0), 0u) << last;
-    EXPECT_NE(last.find("exited with code 1 (the program's own code): its last lines of stderr:"), std::string::npos)
-        << last;
+    EXPECT_NE(last.find(": its last lines of stderr:"), std::string::npos) << last;
     EXPECT_NE(last.find(expected), std::string::npos) << last;
-    EXPECT_EQ(last.size() - last.rfind("(exit 10, program error)"), std::string("(exit 10, program error)").size())
-        << "the message is the output's end: " << last;
+    const std::string end = code == 10 ? "(exit 10, program error)" : "(exit 203, program stopped)";
+    EXPECT_EQ(last.size() - last.rfind(end), end.size()) << "the message is the output's end: " << last;
   }
 }
 
