@@ -143,15 +143,6 @@ std::string hex(std::string_view bytes) {
   return out;
 }
 
-std::string base64(std::string_view bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-  const int written =
-      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                      reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
-  out.resize(static_cast<std::size_t>(written));
-  return out;
-}
-
 std::string sha256(std::string_view data) {
   Digest digest(Digest::Algorithm::sha256);
   digest.update(data.data(), data.size());

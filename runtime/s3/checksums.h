@@ -11,10 +11,11 @@
 #include <string_view>
 #include <vector>
 
+#include "common/base64.h"  // base64(), which the checksums S3 sends are written in
+
 namespace tp::s3 {
 
 std::string hex(std::string_view bytes);
-std::string base64(std::string_view bytes);
 std::string sha256(std::string_view data);  // raw 32 bytes
 std::string sha256_hex(std::string_view data);
 std::string hmac_sha256(std::string_view key, std::string_view data);  // raw 32 bytes
