@@ -17,6 +17,7 @@ find_package(tomlplusplus REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(pugixml REQUIRED)
+find_package(OpenSSL REQUIRED)  # tp_common's base64
 
 add_library(trainpoint_warnings INTERFACE)
 target_compile_options(trainpoint_warnings INTERFACE -Wall -Wextra -Werror=switch)
