@@ -17,7 +17,8 @@ find_package(tomlplusplus REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(pugixml REQUIRED)
-find_package(OpenSSL REQUIRED)  # tp_common's base64
+find_package(OpenSSL REQUIRED)  # tp_common: base64
+find_package(PkgConfig REQUIRED)  # tp_common: crcutil
 
 add_library(trainpoint_warnings INTERFACE)
 target_compile_options(trainpoint_warnings INTERFACE -Wall -Wextra -Werror=switch)

@@ -34,6 +34,7 @@ Commands:
   render-job      print a Kubernetes PyTorchJob (or TrainJob) running --spec of --repo at --ref
   s3 ls|cp|sync   list and copy S3 objects with trainpoint's client
   make-dataset    write a synthetic image folder or CSV table to try trainpoint with
+  pack            pack an image folder or image CSV into tar shards for data.format = "shards"
   spec-reference  print the reference of every spec setting (docs/spec.md)
   version         print trainpoint's version and the libraries it was built with (also --version)
 )";
@@ -87,7 +88,7 @@ std::string from_env(const char* name) {
 
 [[noreturn]] void unknown_command(const std::string& name) {
   fail(ExitCode::usage, "unknown command '{}': expected run, preflight, check, render-job, s3, make-dataset, "
-       "spec-reference or version (see trainpoint --help)", name);
+       "pack, spec-reference or version (see trainpoint --help)", name);
 }
 
 std::vector<std::string> split_overrides(const std::string& text) {
@@ -233,9 +234,10 @@ Options parse(int argc, char** argv) {
     return options;
   }
   options.arguments.assign(argv + 1, argv + argc);
-  if (name == "s3" || name == "make-dataset") {
-    // These commands parse their own words, --help included (docs/s3.md, runtime/data/make_dataset.h).
-    options.command = name == "s3" ? Command::s3 : Command::make_dataset;
+  if (name == "s3" || name == "make-dataset" || name == "pack") {
+    // These commands parse their own words, --help included (docs/s3.md, runtime/data/make_dataset.h,
+    // runtime/storage/pack.h).
+    options.command = name == "s3" ? Command::s3 : name == "pack" ? Command::pack : Command::make_dataset;
     options.own_arguments.assign(argv + 2, argv + argc);
     return options;
   }

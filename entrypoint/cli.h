@@ -10,7 +10,7 @@
 
 namespace tp::cli {
 
-enum class Command { run, preflight, check, version, spec_reference, s3, make_dataset, render_job, help };
+enum class Command { run, preflight, check, version, spec_reference, s3, make_dataset, pack, render_job, help };
 
 struct Options {
   Command command = Command::help;
@@ -32,7 +32,7 @@ struct Options {
   std::vector<std::string> k8s_overrides;
   std::string checkout;
   std::string manifest_file;
-  std::vector<std::string> own_arguments;  // `trainpoint s3|make-dataset ...`: the words after the command
+  std::vector<std::string> own_arguments;  // `trainpoint s3|make-dataset|pack ...`: the words after the command
 };
 
 // Throws tp::Error (ExitCode::usage) with a message naming the bad option.

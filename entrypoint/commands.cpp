@@ -34,6 +34,7 @@
 #include "storage/data_source.h"
 #include "storage/model_weights.h"
 #include "storage/output.h"
+#include "storage/pack.h"
 #include "storage/run_identity.h"
 #include "train/lr_find.h"
 #include "train/trainer.h"
@@ -419,6 +420,7 @@ int execute(const cli::Options& options) {
     case cli::Command::spec_reference: std::cout << spec::markdown_reference(); return 0;
     case cli::Command::s3: return s3::run_s3_command(options.own_arguments);
     case cli::Command::make_dataset: return data::run_make_dataset("trainpoint make-dataset", options.own_arguments);
+    case cli::Command::pack: return storage::run_pack_command(options.own_arguments);
     case cli::Command::run: return run(options);
     case cli::Command::preflight: return preflight_command(options);
     case cli::Command::render_job: return render_job(options);

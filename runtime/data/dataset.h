@@ -96,6 +96,8 @@ struct Datasets {
   // The data is this rank's own share (sharded staging), not the whole dataset: the sampler must
   // not split it across ranks again.
   bool rank_share = false;
+  // Packed shards: the training samples of each shard, in dataset order (data/sampler.h's shard order).
+  std::vector<std::size_t> train_shard_sizes;
 };
 
 // Opens the data a spec names. Relative paths are resolved from `root` (the repository checkout); image

@@ -23,6 +23,16 @@ class LocalFiles final : public FileStore {
     return files;
   }
   std::string read(const fs::path& file) const override { return read_file(file, ExitCode::data); }
+  fs::path acquire(const fs::path& file) const override {
+    size(file);  // fails naming a missing file
+    return file;
+  }
+  std::uint64_t size(const fs::path& file) const override {
+    std::error_code error;
+    const std::uint64_t bytes = fs::file_size(file, error);
+    if (error) fail(ExitCode::data, "{}: {}", file.string(), error.message());
+    return bytes;
+  }
 };
 
 }  // namespace

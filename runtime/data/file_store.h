@@ -2,6 +2,7 @@
 // demand (runtime/storage). Datasets name files by their local path either way.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -18,6 +19,12 @@ class FileStore {
   virtual std::string read(const std::filesystem::path& file) const = 0;
   // The files about to be read, in reading order: a streaming store fetches them ahead.
   virtual void will_read(const std::vector<std::filesystem::path>& /*files*/) const {}
+  // Thread-safe. The file whole on the local disk, kept there until release(file), for files read in pieces
+  // (shards): its local path. Throws tp::Error(data) naming the file when it cannot be had.
+  virtual std::filesystem::path acquire(const std::filesystem::path& file) const = 0;
+  virtual void release(const std::filesystem::path& /*file*/) const {}
+  // The file's size in bytes. Throws tp::Error(data) naming the file when it does not exist.
+  virtual std::uint64_t size(const std::filesystem::path& file) const = 0;
 };
 
 // Files on the local disk.

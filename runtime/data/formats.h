@@ -1,5 +1,5 @@
 // The data formats: one opener per spec::DataFormat, each in its own file (image_folder.cpp, image_csv.cpp,
-// table_csv.cpp). The registry in open.cpp maps a format to its opener, and says how to add a format.
+// table_csv.cpp, shards.cpp). The registry in open.cpp maps a format to its opener, and says how to add a format.
 // Internal to tp_data; data::open is the way in.
 #pragma once
 
@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "data/dataset.h"
+#include "data/image_formats.h"
 #include "data/file_store.h"
 #include "spec/spec.h"
 
@@ -22,7 +23,18 @@ Datasets open_image_folder(const spec::DataSpec& spec, const std::filesystem::pa
                            const std::shared_ptr<const FileStore>& store);
 Datasets open_image_csv(const spec::DataSpec& spec, const std::filesystem::path& root, std::uint64_t seed,
                         const std::shared_ptr<const FileStore>& store);
+Datasets open_shards(const spec::DataSpec& spec, const std::filesystem::path& root, std::uint64_t seed,
+                      const std::shared_ptr<const FileStore>& store);
 Datasets open_table_csv(const spec::DataSpec& spec, const std::filesystem::path& root, std::uint64_t seed,
                         const std::shared_ptr<const FileStore>& store);
+
+// The training and the validation images of the image formats (what their openers open, and what
+// `trainpoint pack` packs): data.valid_source, else (image_folder) fastai's train/ and valid/ folders, else a
+// held-out data.valid share of data.source.
+std::pair<LabelledImages, LabelledImages> image_folder_split(const spec::DataSpec& spec,
+                                                             const std::filesystem::path& root, std::uint64_t seed,
+                                                             const FileStore& store);
+std::pair<LabelledImages, LabelledImages> image_csv_split(const spec::DataSpec& spec,
+                                                          const std::filesystem::path& root, std::uint64_t seed);
 
 }  // namespace tp::data

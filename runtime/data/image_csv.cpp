@@ -81,9 +81,10 @@ LabelledImages read_image_csv(const fs::path& file, const spec::DataSpec& spec,
   return result;
 }
 
-// The training and the validation images: data.valid_source, else a held-out share of data.source.
-std::pair<LabelledImages, LabelledImages> training_and_validation(const spec::DataSpec& spec,
-                                                                  const fs::path& root, std::uint64_t seed) {
+}  // namespace
+
+std::pair<LabelledImages, LabelledImages> image_csv_split(const spec::DataSpec& spec, const fs::path& root,
+                                                          std::uint64_t seed) {
   const fs::path source = resolve(root, spec.source);
   const fs::path valid_source = spec.valid_source.empty() ? fs::path() : resolve(root, spec.valid_source);
   LabelledImages train = read_image_csv(table_file(source), spec, nullptr);
@@ -92,11 +93,9 @@ std::pair<LabelledImages, LabelledImages> training_and_validation(const spec::Da
   return {std::move(train), std::move(valid)};
 }
 
-}  // namespace
-
 Datasets open_image_csv(const spec::DataSpec& spec, const fs::path& root, std::uint64_t seed,
                         const std::shared_ptr<const FileStore>& store) {
-  return open_images(spec, seed, store, training_and_validation(spec, root, seed));
+  return open_images(spec, seed, store, image_csv_split(spec, root, seed));
 }
 
 }  // namespace tp::data

@@ -103,11 +103,10 @@ std::vector<fs::path> files_under(const std::vector<fs::path>& files, const fs::
   return under;
 }
 
-// The training and the validation images: data.valid_source, else fastai's train/ and valid/ folders, else a
-// held-out share of data.source.
-std::pair<LabelledImages, LabelledImages> training_and_validation(const spec::DataSpec& spec,
-                                                                  const fs::path& root, std::uint64_t seed,
-                                                                  const FileStore& store) {
+}  // namespace
+
+std::pair<LabelledImages, LabelledImages> image_folder_split(const spec::DataSpec& spec, const fs::path& root,
+                                                             std::uint64_t seed, const FileStore& store) {
   const fs::path source = resolve(root, spec.source);
   const fs::path valid_source = spec.valid_source.empty() ? fs::path() : resolve(root, spec.valid_source);
   const std::vector<fs::path> files = store.list(source);
@@ -128,11 +127,9 @@ std::pair<LabelledImages, LabelledImages> training_and_validation(const spec::Da
   return hold_out(list_image_folder(files, source, nullptr), spec.valid, seed);
 }
 
-}  // namespace
-
 Datasets open_image_folder(const spec::DataSpec& spec, const fs::path& root, std::uint64_t seed,
                            const std::shared_ptr<const FileStore>& store) {
-  return open_images(spec, seed, store, training_and_validation(spec, root, seed, *store));
+  return open_images(spec, seed, store, image_folder_split(spec, root, seed, *store));
 }
 
 }  // namespace tp::data

@@ -19,6 +19,8 @@ FormatOpener format_opener(spec::DataFormat format) {
       return open_image_csv;
     case spec::DataFormat::table_csv:
       return open_table_csv;
+    case spec::DataFormat::shards:
+      return open_shards;
   }
   spec::unhandled(format);
 }

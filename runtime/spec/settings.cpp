@@ -136,8 +136,13 @@ std::vector<Setting> declare_all() {
                "rank fetches the images it is about to read, in its sampler's order, into a cache of "
                "`data.stream_cache_mb`; image formats only, table_csv is staged)."),
       Declare("data.stream_cache_mb", &Spec::data, &DataSpec::stream_cache_mb).fallback(4096).range(16, 1e9)
-          .doc("data.staging = \"stream\": disk each rank may fill with streamed objects; the least recently read "
-               "are deleted to make room. Objects being read are never deleted, so a batch's images must fit."),
+          .doc("data.staging = \"stream\" and data.format = \"shards\" from S3: disk each rank may fill with streamed "
+               "objects (images, or whole shards); the least recently read are deleted to make room. Objects being "
+               "read are never deleted, so a batch's images (or the shards a shuffle buffer spans) must fit."),
+      Declare("data.shuffle_buffer", &Spec::data, &DataSpec::shuffle_buffer).changes_run().fallback(10000).range(1, 1e9)
+          .doc("data.format = \"shards\": each epoch reads the shards in a new order (from job.seed and the epoch) "
+               "and shuffles the samples within a window of this many, as a WebDataset shuffle buffer does; the "
+               "shards such a window spans are on disk at once (docs/s3.md, \"Packed shards\")."),
       Declare("data.endpoint", &Spec::data, &DataSpec::endpoint).optional()
           .doc("s3:// sources: the S3 endpoint, such as http://minio.minio:9000. Unset: AWS_ENDPOINT_URL_S3, "
                "AWS_ENDPOINT_URL, S3_ENDPOINT_URL or MINIO_URL, else AWS (docs/s3.md)."),
@@ -150,7 +155,9 @@ std::vector<Setting> declare_all() {
                "(or val/) folders, each with one subdirectory per class, is the training and validation split "
                "(fastai's layout). image_csv: a CSV file (or a "
                "directory holding one) whose first column is an image path (relative to the file) and whose `data.target` column is the label. "
-               "table_csv: a CSV file (or a directory holding one) with a header, feature columns and a target column."),
+               "table_csv: a CSV file (or a directory holding one) with a header, feature columns and a target column. "
+               "shards: the index.json and tar shards `trainpoint pack` writes from an image_folder or image_csv "
+               "source (docs/s3.md, \"Packed shards\"), read from S3 a shard at a time or from local disk."),
       Declare("data.valid", &Spec::data, &DataSpec::valid).changes_run().fallback(0.2).range(0.0, 0.9)
           .doc("Fraction of `data.source` held out for validation (chosen with `job.seed`). Ignored when "
                "`data.valid_source` is set, or when an image_folder source holds train/ and valid/ (or val/)."),

@@ -21,7 +21,7 @@ namespace tp::spec {
 // spells each choice as the spec writes it, in the enum's order; the settings table takes its choices from
 // there.
 enum class Staging { all, shard, stream };
-enum class DataFormat { image_folder, image_csv, table_csv };
+enum class DataFormat { image_folder, image_csv, table_csv, shards };
 enum class Task { classification, regression, multi_label };
 enum class Optimizer { sgd, adam, adamw };
 enum class Schedule { constant, one_cycle, cosine, step };
@@ -31,7 +31,7 @@ enum class Backend { automatic, gloo, nccl };  // "auto": nccl when the rank see
 template <std::size_t N>
 using ChoiceNames = std::array<std::string_view, N>;
 constexpr ChoiceNames<3> choice_names(Staging) { return {"all", "shard", "stream"}; }
-constexpr ChoiceNames<3> choice_names(DataFormat) { return {"image_folder", "image_csv", "table_csv"}; }
+constexpr ChoiceNames<4> choice_names(DataFormat) { return {"image_folder", "image_csv", "table_csv", "shards"}; }
 constexpr ChoiceNames<3> choice_names(Task) { return {"classification", "regression", "multi_label"}; }
 constexpr ChoiceNames<3> choice_names(Optimizer) { return {"sgd", "adam", "adamw"}; }
 constexpr ChoiceNames<4> choice_names(Schedule) { return {"constant", "one_cycle", "cosine", "step"}; }
@@ -55,7 +55,8 @@ template <typename Choice>
 inline bool reads_images(DataFormat format) {
   switch (format) {
     case DataFormat::image_folder:
-    case DataFormat::image_csv: return true;
+    case DataFormat::image_csv:
+    case DataFormat::shards: return true;
     case DataFormat::table_csv: return false;
   }
   unhandled(format);
@@ -74,7 +75,8 @@ struct JobSpec {
 struct DataSpec {
   std::string source;        // a local path or s3://bucket/prefix
   Staging staging;           // s3 sources
-  std::int64_t stream_cache_mb;  // stream: disk for streamed objects, per rank
+  std::int64_t stream_cache_mb;  // stream, shards: disk for streamed objects, per rank
+  std::int64_t shuffle_buffer;   // shards: the span of samples each epoch's order shuffles within
   std::string endpoint;      // s3 sources: the endpoint URL (empty: from the environment)
   std::string credentials;   // s3 sources: a credentials file (empty: the credential chain)
   DataFormat format;

@@ -48,13 +48,18 @@ fs::path stage(const std::string& source, const spec::DataSpec& spec, const Plac
   return make_view(staged, placement.workdir / "data" / fmt::format("rank-{}", placement.rank) / view_name);
 }
 
-// Lists `source` and returns a store that fetches its images as the loader asks for them. Other objects
-// (the CSV that labels the images) are downloaded before training starts.
+// Lists `source` and returns a store that fetches its images (or, for packed shards, its tar shards) as the
+// loader asks for them. Other objects (the CSV that labels the images, a shard set's index.json) are
+// downloaded before training starts.
 std::shared_ptr<StreamedFiles> stream(const std::string& source, const spec::DataSpec& spec,
                                       const Placement& placement, fs::path& directory) {
   const s3::S3Url url = s3::parse_s3_url(source);
   auto client = std::make_unique<s3::Client>(s3::resolve_connection(connection_options(spec)));
   const s3::SourceListing listing = s3::list_source(*client, source);
+  const bool shards = spec.format == spec::DataFormat::shards;
+  const auto streamed = [&](const fs::path& file) {
+    return shards ? file.extension() == ".tar" : data::has_image_extension(file);
+  };
 
   // A rank's own directory: eviction must not delete what another rank of the node is reading.
   directory = placement.workdir / "cache" / "stream" / fmt::format("rank-{}", placement.rank);
@@ -63,26 +68,36 @@ std::shared_ptr<StreamedFiles> stream(const std::string& source, const spec::Dat
   fs::create_directories(directory, error);
   if (error) fail(ExitCode::output, "cannot create {}: {}", directory.string(), error.message());
 
-  std::vector<s3::ObjectInfo> images;
-  std::vector<fs::path> image_paths;
+  std::vector<s3::ObjectInfo> objects;
+  std::vector<fs::path> object_paths;
   std::vector<s3::DownloadItem> others;
   std::vector<fs::path> other_files;
+  std::uint64_t largest = 0;
   for (const auto& object : listing.objects) {
     const fs::path relative = s3::local_path_for_key(object.key, listing.prefix);
-    if (data::has_image_extension(relative)) {
-      images.push_back(object);
-      image_paths.push_back(relative);
+    if (streamed(relative)) {
+      objects.push_back(object);
+      object_paths.push_back(relative);
+      largest = std::max(largest, object.size);
     } else {
       others.push_back({object, directory / relative});
       other_files.push_back(directory / relative);
     }
   }
+  const std::uint64_t capacity = static_cast<std::uint64_t>(spec.stream_cache_mb) << 20;
+  if (shards && largest > capacity) {
+    fail(ExitCode::spec, "data.stream_cache_mb = {}: the largest shard of {} is {:.0f} MiB and must fit (a shuffle "
+         "buffer reads from a few shards at once: give it several)", spec.stream_cache_mb, source,
+         static_cast<double>(largest) / (1 << 20));
+  }
   if (!others.empty()) client->download(url.bucket, others);
-  spdlog::info("streaming {}: {} images, {:.1f} MiB in all, through a cache of {} MiB in {}", source,
-               images.size(), static_cast<double>(listing.bytes) / (1 << 20), spec.stream_cache_mb, directory.string());
+  spdlog::info("streaming {}: {} {}, {:.1f} MiB in all, through a cache of {} MiB in {}", source, objects.size(),
+               shards ? "shards" : "images", static_cast<double>(listing.bytes) / (1 << 20), spec.stream_cache_mb,
+               directory.string());
   s3::PrefetchCache::Options options;
-  options.capacity_bytes = static_cast<std::uint64_t>(spec.stream_cache_mb) << 20;
-  return std::make_shared<StreamedFiles>(std::move(client), url.bucket, std::move(images), image_paths, directory,
+  options.capacity_bytes = capacity;
+  if (shards) options.lookahead = 4;  // whole shards: a few ahead of the reader keep it busy
+  return std::make_shared<StreamedFiles>(std::move(client), url.bucket, std::move(objects), object_paths, directory,
                                          std::move(other_files), options);
 }
 
@@ -95,7 +110,9 @@ data::Datasets open_data(const spec::DataSpec& spec, const fs::path& root, const
   std::shared_ptr<const data::FileStore> store = data::local_files();
   bool rank_share = false;
   if (s3::is_s3_url(spec.source)) {
-    if (spec.staging == spec::Staging::stream && spec::reads_images(spec.format)) {
+    // Packed shards always stream: each is read whole, a few at a time.
+    if (spec.format == spec::DataFormat::shards ||
+        (spec.staging == spec::Staging::stream && spec::reads_images(spec.format))) {
       fs::path directory;
       store = stream(spec.source, spec, placement, directory);
       local.source = directory.string();
@@ -108,6 +125,11 @@ data::Datasets open_data(const spec::DataSpec& spec, const fs::path& root, const
   if (s3::is_s3_url(spec.valid_source)) local.valid_source = stage(spec.valid_source, spec, placement, false, "valid").string();
   data::Datasets data = data::open(local, root, seed, store);
   data.rank_share = rank_share;
+  const std::size_t world_size = static_cast<std::size_t>(placement.topology.world_size());
+  if (spec.format == spec::DataFormat::shards && data.train->size() < world_size) {
+    fail(ExitCode::data, "{}: {} training samples in {} shards cannot give each of the {} ranks one: pack more "
+         "data, or run fewer ranks", spec.source, data.train->size(), data.train_shard_sizes.size(), world_size);
+  }
   return data;
 }
 

@@ -17,6 +17,7 @@ StreamedFiles::StreamedFiles(std::unique_ptr<s3::Client> client, std::string buc
     const fs::path file = directory_ / relative_paths[i];
     object_of_.emplace(file.string(), i);
     files_.push_back(file);
+    sizes_.push_back(objects[i].size);
   }
   std::sort(files_.begin(), files_.end());
   cache_ = std::make_unique<s3::PrefetchCache>(*client_, std::move(bucket), std::move(objects), relative_paths,
@@ -36,15 +37,30 @@ std::vector<fs::path> StreamedFiles::list(const fs::path& dir) const {
 }
 
 std::string StreamedFiles::read(const fs::path& file) const {
-  const auto found = object_of_.find(file.string());
-  if (found == object_of_.end()) return read_file(file, ExitCode::data);
-  const fs::path local = cache_->acquire(found->second);
+  const fs::path local = acquire(file);
   struct Release {
-    s3::PrefetchCache& cache;
-    std::size_t index;
-    ~Release() { cache.release(index); }
-  } release{*cache_, found->second};
+    const StreamedFiles& files;
+    const fs::path& file;
+    ~Release() { files.release(file); }
+  } release{*this, file};
   return read_file(local, ExitCode::data);
+}
+
+fs::path StreamedFiles::acquire(const fs::path& file) const {
+  const auto found = object_of_.find(file.string());
+  if (found == object_of_.end()) return data::local_files()->acquire(file);
+  return cache_->acquire(found->second);
+}
+
+void StreamedFiles::release(const fs::path& file) const {
+  const auto found = object_of_.find(file.string());
+  if (found != object_of_.end()) cache_->release(found->second);
+}
+
+std::uint64_t StreamedFiles::size(const fs::path& file) const {
+  const auto found = object_of_.find(file.string());
+  if (found == object_of_.end()) return data::local_files()->size(file);
+  return sizes_[found->second];
 }
 
 void StreamedFiles::will_read(const std::vector<fs::path>& files) const {

@@ -1,5 +1,5 @@
-// Image files read straight from S3 while training runs: a data::FileStore over the objects under a
-// prefix, fetched ahead of the readers (in the order the loader announces) into a directory of bounded size.
+// Image files or shards read straight from S3 while training runs: a data::FileStore over the objects under
+// a prefix, fetched ahead of the readers (in the order the loader announces) into a directory of bounded size.
 #pragma once
 
 #include <filesystem>
@@ -25,6 +25,9 @@ class StreamedFiles final : public data::FileStore {
   std::vector<std::filesystem::path> list(const std::filesystem::path& dir) const override;
   std::string read(const std::filesystem::path& file) const override;
   void will_read(const std::vector<std::filesystem::path>& files) const override;
+  std::filesystem::path acquire(const std::filesystem::path& file) const override;
+  void release(const std::filesystem::path& file) const override;
+  std::uint64_t size(const std::filesystem::path& file) const override;
 
   std::uint64_t bytes_on_disk() const { return cache_->bytes_on_disk(); }
 
@@ -33,6 +36,7 @@ class StreamedFiles final : public data::FileStore {
   std::filesystem::path directory_;
   std::vector<std::filesystem::path> files_;  // every file under directory_, sorted
   std::unordered_map<std::string, std::size_t> object_of_;  // streamed file -> object index
+  std::vector<std::uint64_t> sizes_;                        // of each object
   std::unique_ptr<s3::PrefetchCache> cache_;
 };
 

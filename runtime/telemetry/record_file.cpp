@@ -1,11 +1,10 @@
 #include "telemetry/record_file.h"
 
-#include <generic_crc.h>
-
 #include <cstring>
 #include <fstream>
 #include <iterator>
 
+#include "common/crc32c.h"
 #include "common/error.h"
 
 namespace tp::telemetry {
@@ -24,13 +23,6 @@ std::uint64_t get_le(std::string_view in, std::size_t at, int bytes) {
 }
 
 }  // namespace
-
-std::uint32_t crc32c(std::string_view data) {
-  // Castagnoli's polynomial (reflected), "canonical": the CRC inverted before and after, as CRC32C is stated.
-  // Its tables are built once, on first use.
-  static const crcutil::GenericCrc<std::uint64_t, std::uint64_t, std::uint64_t, 4> castagnoli(0x82f63b78, 32, true);
-  return static_cast<std::uint32_t>(castagnoli.CrcDefault(data.data(), data.size(), 0));
-}
 
 std::uint32_t masked_crc32c(std::string_view data) {
   const std::uint32_t crc = crc32c(data);

@@ -1,6 +1,6 @@
 // TFRecord framing, the container of TensorBoard's event files: each record is its length (8 bytes, little
-// endian), the masked CRC32C of those 8 bytes, the data, and the masked CRC32C of the data. CRC32C (Castagnoli)
-// comes from Google's crcutil (Debian's libcrcutil-dev), its portable table-driven CRC. Torch-free.
+// endian), the masked CRC32C of those 8 bytes, the data, and the masked CRC32C of the data (common/crc32c.h).
+// Torch-free.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +11,6 @@
 
 namespace tp::telemetry {
 
-// CRC32C of `data`: crc32c("123456789") is 0xE3069283.
-std::uint32_t crc32c(std::string_view data);
 // TFRecord's masked CRC: the CRC rotated right by 15 bits plus 0xa282ead8, so that a CRC of data that holds
 // CRCs stays well distributed.
 std::uint32_t masked_crc32c(std::string_view data);

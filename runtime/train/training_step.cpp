@@ -141,7 +141,8 @@ EpochSamples::EpochSamples(const data::Datasets& data, const spec::Spec& spec, d
       world_(communicator.world_size()),
       size_(data.train->size()),
       sampler_({data.train->size(), split_ ? communicator.rank() : 0, split_ ? world_ : 1, true, spec.data.drop_last,
-                static_cast<std::uint64_t>(spec.job.seed)}),
+                static_cast<std::uint64_t>(spec.job.seed), data.train_shard_sizes,
+                static_cast<std::size_t>(spec.data.shuffle_buffer)}),
       smallest_share_(split_ ? 0 : smallest_share(sampler_, communicator)) {}
 
 std::int64_t EpochSamples::in_epoch() const {

@@ -1,0 +1,253 @@
+// shards: the index.json and tar shards `trainpoint pack` writes, read as image files named
+// <source>/<shard>/<key> through a store that holds whole shards and reads their members in place.
+#include "data/shards.h"
+
+#include <ATen/ATen.h>
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/crc32c.h"
+#include "common/error.h"
+#include "data/format_helpers.h"
+#include "data/formats.h"
+#include "data/image.h"
+#include "data/tar.h"
+
+namespace tp::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A shard's image members by position (sample key - the shard's first key), as found in the file on disk.
+struct ShardMembers {
+  dev_t device = 0;  // the file these were read from: a shard evicted and fetched again is checked again
+  ino_t inode = 0;
+  std::vector<TarMember> images;
+};
+
+// The samples of a shard set as files <directory>/<shard>/<key>: each read takes the whole shard from `base`
+// (on disk, or fetched into its cache) and reads the member at its offset. A shard is checked against the
+// index the first time each copy of it is read: size, CRC32C, and one image per sample key.
+class ShardStore final : public FileStore {
+ public:
+  ShardStore(std::shared_ptr<const FileStore> base, fs::path directory, const ShardIndex& index)
+      : base_(std::move(base)), directory_(std::move(directory)) {
+    for (const ShardSet* set : {&index.train, &index.valid}) {
+      std::uint64_t first = 0;
+      for (const ShardInfo& shard : set->shards) {
+        shards_.emplace(shard.name, Shard{shard, first, std::make_unique<Entry>()});
+        first += shard.samples;
+      }
+    }
+  }
+
+  std::vector<fs::path> list(const fs::path& dir) const override { return base_->list(dir); }
+  fs::path acquire(const fs::path& file) const override { return base_->acquire(file); }
+  void release(const fs::path& file) const override { base_->release(file); }
+  std::uint64_t size(const fs::path& file) const override { return base_->size(file); }
+
+  std::string read(const fs::path& sample) const override {
+    const Shard& shard = shard_of(sample);
+    const fs::path shard_file = directory_ / shard.info.name;
+    const fs::path local = base_->acquire(shard_file);
+    struct Release {
+      const FileStore& store;
+      const fs::path& file;
+      ~Release() { store.release(file); }
+    } release{*base_, shard_file};
+    const TarMember member = image_member(shard, local, sample.filename().string());
+    std::string bytes(member.size, '\0');
+    const int fd = ::open(local.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(ExitCode::data, "{}: cannot be opened: {}", local.string(), std::strerror(errno));
+    const ssize_t got = ::pread(fd, bytes.data(), bytes.size(), static_cast<off_t>(member.offset));
+    ::close(fd);
+    if (got != static_cast<ssize_t>(bytes.size())) {
+      fail(ExitCode::data, "{}: {} bytes at {} could not be read", shard_file.string(), member.size, member.offset);
+    }
+    return bytes;
+  }
+
+  // The shards in the order their samples come first.
+  void will_read(const std::vector<fs::path>& samples) const override {
+    std::vector<fs::path> shards;
+    std::unordered_set<std::string> seen;
+    for (const fs::path& sample : samples) {
+      if (seen.insert(sample.parent_path().string()).second) shards.push_back(sample.parent_path());
+    }
+    base_->will_read(shards);
+  }
+
+ private:
+  struct Entry {
+    std::mutex mutex;
+    ShardMembers members;
+  };
+  struct Shard {
+    ShardInfo info;
+    std::uint64_t first_sample;  // of the set: the key of its first sample
+    std::unique_ptr<Entry> entry;
+  };
+
+  const Shard& shard_of(const fs::path& sample) const {
+    const auto found = shards_.find(sample.parent_path().filename().string());
+    if (found == shards_.end()) fail(ExitCode::internal, "{}: not a sample of a shard in the index", sample.string());
+    return found->second;
+  }
+
+  TarMember image_member(const Shard& shard, const fs::path& local, const std::string& key) const {
+    struct stat status {};
+    if (::stat(local.c_str(), &status) != 0) fail(ExitCode::data, "{}: {}", local.string(), std::strerror(errno));
+    std::lock_guard<std::mutex> lock(shard.entry->mutex);
+    ShardMembers& members = shard.entry->members;
+    if (members.images.empty() || members.device != status.st_dev || members.inode != status.st_ino) {
+      members = check_shard(shard, local, status);
+    }
+    const std::uint64_t position = std::stoull(key.substr(1)) - shard.first_sample;
+    return members.images.at(position);
+  }
+
+  ShardMembers check_shard(const Shard& shard, const fs::path& local, const struct stat& status) const {
+    const ShardInfo& info = shard.info;
+    const std::string name = (directory_ / info.name).string();
+    if (static_cast<std::uint64_t>(status.st_size) != info.bytes) {
+      fail(ExitCode::data, "{}: {} bytes, but index.json says {}: the index does not match the shards (upload the "
+           "index and shards of one `trainpoint pack` together)", name, status.st_size, info.bytes);
+    }
+    std::uint32_t crc = 0;
+    {
+      const int fd = ::open(local.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) fail(ExitCode::data, "{}: cannot be opened: {}", local.string(), std::strerror(errno));
+      std::string buffer(1 << 20, '\0');
+      ssize_t got = 0;
+      while ((got = ::read(fd, buffer.data(), buffer.size())) > 0) {
+        crc = crc32c(std::string_view(buffer.data(), static_cast<std::size_t>(got)), crc);
+      }
+      ::close(fd);
+      if (got < 0) fail(ExitCode::data, "{}: cannot be read: {}", local.string(), std::strerror(errno));
+    }
+    if (crc != info.crc32c) {
+      fail(ExitCode::data, "{}: CRC32C {:08x}, but index.json says {:08x}: the shard is corrupt (pack it again, or "
+           "upload it again from where it was packed)", name, crc, info.crc32c);
+    }
+    ShardMembers members;
+    members.device = status.st_dev;
+    members.inode = status.st_ino;
+    members.images.resize(info.samples);
+    std::vector<bool> found(info.samples, false);
+    for (TarMember& member : scan_tar(local)) {
+      const fs::path member_name(member.name);
+      if (!has_image_extension(member_name)) continue;
+      const std::string key = member_name.stem().string();
+      std::uint64_t sample = 0;
+      if (key.size() == 10 && key[0] == 's') sample = std::stoull(key.substr(1));
+      if (key.size() != 10 || key[0] != 's' || sample < shard.first_sample ||
+          sample >= shard.first_sample + info.samples) {
+        fail(ExitCode::data, "{}: image '{}' is not one of the shard's samples {} to {} in index.json", name,
+             member.name, shard_sample_key(shard.first_sample), shard_sample_key(shard.first_sample + info.samples - 1));
+      }
+      members.images[sample - shard.first_sample] = std::move(member);
+      found[sample - shard.first_sample] = true;
+    }
+    for (std::uint64_t i = 0; i < info.samples; ++i) {
+      if (!found[i]) {
+        fail(ExitCode::data, "{}: no image for sample {} of index.json", name, shard_sample_key(shard.first_sample + i));
+      }
+    }
+    return members;
+  }
+
+  std::shared_ptr<const FileStore> base_;
+  fs::path directory_;
+  std::unordered_map<std::string, Shard> shards_;
+};
+
+LabelledImages samples_of(const ShardSet& set, const ShardIndex& index, const fs::path& directory) {
+  LabelledImages images;
+  images.root = directory;
+  images.classes = index.classes;
+  std::vector<double> targets;
+  std::uint64_t sample = 0;
+  for (const ShardInfo& shard : set.shards) {
+    for (std::uint64_t i = 0; i < shard.samples; ++i) {
+      images.files.push_back(directory / shard.name / shard_sample_key(sample++));
+    }
+    targets.insert(targets.end(), shard.targets.begin(), shard.targets.end());
+  }
+  images.targets = at::tensor(targets, at::kDouble).to(index.task == "classification" ? at::kLong : at::kFloat);
+  return images;
+}
+
+// Every shard of the index is in `directory` with the size the index gives it.
+void check_shards_present(const ShardIndex& index, const fs::path& directory, const FileStore& store) {
+  for (const ShardSet* set : {&index.train, &index.valid}) {
+    for (const ShardInfo& shard : set->shards) {
+      std::uint64_t bytes = 0;
+      try {
+        bytes = store.size(directory / shard.name);
+      } catch (const Error& error) {
+        fail(ExitCode::data, "{}: index.json lists {}, which is missing ({}): upload every shard `trainpoint pack` "
+             "wrote", directory.string(), shard.name, error.what());
+      }
+      if (bytes != shard.bytes) {
+        fail(ExitCode::data, "{}: {} bytes, but index.json says {}: the index does not match the shards (upload the "
+             "index and shards of one `trainpoint pack` together)", (directory / shard.name).string(), bytes,
+             shard.bytes);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::pair<LabelledImages, LabelledImages> labelled_images(const spec::DataSpec& spec, const fs::path& root,
+                                                          std::uint64_t seed, const FileStore& store) {
+  switch (spec.format) {
+    case spec::DataFormat::image_folder:
+      return image_folder_split(spec, root, seed, store);
+    case spec::DataFormat::image_csv:
+      return image_csv_split(spec, root, seed);
+    case spec::DataFormat::table_csv:
+    case spec::DataFormat::shards:
+      fail(ExitCode::usage, "--format {}: packing takes image_folder or image_csv data (a table is read whole "
+           "into memory and gains nothing from shards)", spec::name(spec.format));
+  }
+  spec::unhandled(spec.format);
+}
+
+ShardIndex read_shard_index(const fs::path& directory, const FileStore& store) {
+  const fs::path file = directory / kShardIndexFile;
+  return parse_shard_index(store.read(file), file.string());
+}
+
+Datasets open_shards(const spec::DataSpec& spec, const fs::path& root, std::uint64_t seed,
+                     const std::shared_ptr<const FileStore>& store) {
+  const fs::path directory = resolve(root, spec.source);
+  if (!spec.valid_source.empty()) {
+    fail(ExitCode::spec, "data.valid_source: with data.format = \"shards\" the validation set is the index's (pack "
+         "with --valid or --valid-source)");
+  }
+  const ShardIndex index = read_shard_index(directory, *store);
+  if (index.task != spec::name(spec.task)) {
+    fail(ExitCode::spec, "data.task = \"{}\", but {} was packed for {}", spec::name(spec.task),
+         (directory / kShardIndexFile).string(), index.task);
+  }
+  check_shards_present(index, directory, *store);
+  spdlog::info("shards in {}: {} training samples in {} shards ({:.1f} MiB), {} validation samples in {} shards",
+               directory.string(), index.train.samples(), index.train.shards.size(),
+               static_cast<double>(index.train.bytes()) / (1 << 20), index.valid.samples(), index.valid.shards.size());
+  auto shard_store = std::make_shared<const ShardStore>(store, directory, index);
+  Datasets datasets = open_images(spec, seed, shard_store,
+                                  {samples_of(index.train, index, directory), samples_of(index.valid, index, directory)});
+  for (const ShardInfo& shard : index.train.shards) datasets.train_shard_sizes.push_back(shard.samples);
+  return datasets;
+}
+
+}  // namespace tp::data
