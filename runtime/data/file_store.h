@@ -8,7 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
+
 namespace tp::data {
+
+// A store that cannot give its files at all (a corrupt or missing shard): not one bad file to skip, but data
+// that is broken as a whole.
+class BrokenStore : public Error {
+ public:
+  using Error::Error;
+};
 
 class FileStore {
  public:

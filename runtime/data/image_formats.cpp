@@ -78,6 +78,8 @@ class ImageDataset final : public Dataset {
       try {
         load(actual, epoch, index, input.data_ptr<float>());
         return targets_[static_cast<std::int64_t>(actual)];
+      } catch (const BrokenStore&) {
+        throw;
       } catch (const Error& error) {
         if (error.code() != ExitCode::data) throw;
         bad_files_->report(describe(actual), error.what());

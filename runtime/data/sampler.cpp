@@ -10,8 +10,9 @@ namespace tp::data {
 
 namespace {
 
-// Shards in a seeded order, each one's samples in order, each sample placed at random in a buffer of `buffer`
-// samples whose previous occupant goes next (the buffer starts full); then the buffer's rest, in random order.
+// Shards in a seeded order, each one's samples in order, shuffled within consecutive blocks of
+// `shuffle_buffer`. Unlike WebDataset's buffer, where a sample may wait long and keep its shard needed, a block
+// ends where it ends: the shards a reader needs at once are the one or two its block spans.
 std::vector<std::size_t> shard_order(const SamplerOptions& options, std::mt19937_64& generator) {
   std::vector<std::size_t> first_sample(options.shard_sizes.size());
   std::size_t total = 0;
@@ -27,24 +28,16 @@ std::vector<std::size_t> shard_order(const SamplerOptions& options, std::mt19937
   if (options.shuffle) std::shuffle(shards.begin(), shards.end(), generator);
   std::vector<std::size_t> order;
   order.reserve(total);
-  std::vector<std::size_t> buffer;
-  buffer.reserve(options.shuffle ? options.shuffle_buffer : 0);
   for (const std::size_t shard : shards) {
-    for (std::size_t i = 0; i < options.shard_sizes[shard]; ++i) {
-      const std::size_t sample = first_sample[shard] + i;
-      if (!options.shuffle) {
-        order.push_back(sample);
-      } else if (buffer.size() < options.shuffle_buffer) {
-        buffer.push_back(sample);
-      } else {
-        std::size_t& slot = buffer[std::uniform_int_distribution<std::size_t>(0, buffer.size() - 1)(generator)];
-        order.push_back(slot);
-        slot = sample;
-      }
+    for (std::size_t i = 0; i < options.shard_sizes[shard]; ++i) order.push_back(first_sample[shard] + i);
+  }
+  if (options.shuffle) {
+    const std::size_t block = std::max<std::size_t>(1, options.shuffle_buffer);
+    for (std::size_t start = 0; start < order.size(); start += block) {
+      const auto begin = order.begin() + static_cast<std::ptrdiff_t>(start);
+      std::shuffle(begin, begin + static_cast<std::ptrdiff_t>(std::min(block, order.size() - start)), generator);
     }
   }
-  std::shuffle(buffer.begin(), buffer.end(), generator);
-  order.insert(order.end(), buffer.begin(), buffer.end());
   return order;
 }
 

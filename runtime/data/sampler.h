@@ -6,8 +6,9 @@
 // after every rank has trained k samples, the samples trained are the order's first k x W. An epoch
 // interrupted there resumes at `first_sample` = k x W with any world size, each remaining sample once.
 // Packed shards (data.format = "shards") keep all of that and change only the global order: the shards in a
-// new order each epoch, the samples of each in shard order through a shuffle buffer, so that the samples read
-// at any time come from the few shards the buffer spans.
+// new order each epoch, their samples one after another, shuffled within consecutive blocks of
+// `shuffle_buffer` samples, so that the samples read at any time come from the one or two shards (or, for a
+// block larger than a shard, the few) that their block spans, and a shard is on disk only while they are read.
 #pragma once
 
 #include <cstddef>
@@ -23,9 +24,8 @@ struct SamplerOptions {
   bool shuffle = true;
   bool drop_last = false;  // drop the tail instead of padding it
   std::uint64_t seed = 0;
-  // Packed shards: the samples of each shard (dataset_size in all), shard after shard, and the buffer the
-  // order shuffles within (WebDataset's shuffle: each sample in order takes a random place in the buffer and
-  // the one there moves on). Empty: the order is a permutation of the whole dataset.
+  // Packed shards: the samples of each shard (dataset_size in all), shard after shard, and the size of the
+  // blocks shuffled within. Empty: the order is a permutation of the whole dataset.
   std::vector<std::size_t> shard_sizes;
   std::size_t shuffle_buffer = 1;
 };

@@ -57,20 +57,26 @@ class ShardStore final : public FileStore {
   std::string read(const fs::path& sample) const override {
     const Shard& shard = shard_of(sample);
     const fs::path shard_file = directory_ / shard.info.name;
-    const fs::path local = base_->acquire(shard_file);
+    fs::path local;
+    try {
+      local = base_->acquire(shard_file);
+    } catch (const Error& error) {
+      if (error.code() != ExitCode::data) throw;
+      throw BrokenStore(error.code(), error.what());
+    }
     struct Release {
       const FileStore& store;
       const fs::path& file;
       ~Release() { store.release(file); }
     } release{*base_, shard_file};
-    const TarMember member = image_member(shard, local, sample.filename().string());
+    const TarMember member = image_member(shard, local, sample.filename().string(), shard_file);
     std::string bytes(member.size, '\0');
     const int fd = ::open(local.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(ExitCode::data, "{}: cannot be opened: {}", local.string(), std::strerror(errno));
-    const ssize_t got = ::pread(fd, bytes.data(), bytes.size(), static_cast<off_t>(member.offset));
-    ::close(fd);
+    const ssize_t got = fd < 0 ? -1 : ::pread(fd, bytes.data(), bytes.size(), static_cast<off_t>(member.offset));
+    if (fd >= 0) ::close(fd);
     if (got != static_cast<ssize_t>(bytes.size())) {
-      fail(ExitCode::data, "{}: {} bytes at {} could not be read", shard_file.string(), member.size, member.offset);
+      throw BrokenStore(ExitCode::data, fmt::format("{}: {} bytes at {} could not be read", shard_file.string(),
+                                                    member.size, member.offset));
     }
     return bytes;
   }
@@ -102,13 +108,21 @@ class ShardStore final : public FileStore {
     return found->second;
   }
 
-  TarMember image_member(const Shard& shard, const fs::path& local, const std::string& key) const {
+  // A shard that fails its check fails every read of it, as a BrokenStore: not a bad image to skip.
+  TarMember image_member(const Shard& shard, const fs::path& local, const std::string& key,
+                         const fs::path& shard_file) const {
     struct stat status {};
-    if (::stat(local.c_str(), &status) != 0) fail(ExitCode::data, "{}: {}", local.string(), std::strerror(errno));
+    if (::stat(local.c_str(), &status) != 0) {
+      throw BrokenStore(ExitCode::data, fmt::format("{}: {}", shard_file.string(), std::strerror(errno)));
+    }
     std::lock_guard<std::mutex> lock(shard.entry->mutex);
     ShardMembers& members = shard.entry->members;
     if (members.images.empty() || members.device != status.st_dev || members.inode != status.st_ino) {
-      members = check_shard(shard, local, status);
+      try {
+        members = check_shard(shard, local, status);
+      } catch (const Error& error) {
+        throw BrokenStore(error.code(), error.what());
+      }
     }
     const std::uint64_t position = std::stoull(key.substr(1)) - shard.first_sample;
     return members.images.at(position);

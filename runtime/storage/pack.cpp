@@ -316,7 +316,7 @@ fs::path local_source(const PackRequest& request) {
 }  // namespace
 
 PackResult pack(const PackRequest& request) {
-  if (request.shard_bytes < (1u << 20)) fail(ExitCode::usage, "--shard-size-mb: at least 1");
+  if (request.shard_bytes < (64u << 10)) fail(ExitCode::usage, "--shard-size-mb: at least 0.0625 (64 KiB)");
   const auto started = std::chrono::steady_clock::now();
   const bool classification = request.data.task == spec::Task::classification;
   if (request.data.task == spec::Task::multi_label) {
@@ -404,7 +404,9 @@ PackResult pack(const PackRequest& request) {
     const bool record = name.rfind(std::string(kRecords) + "/", 0) == 0;
     const bool stale_shard = fs::path(name).extension() == ".tar" && !planned_names.count(name) &&
                              (name.rfind("train-", 0) == 0 || name.rfind("valid-", 0) == 0);
-    if (record || stale_shard) destination->remove(name);
+    // A killed pack's temporary files (temporary_sibling's names: .NAME.tmp-...).
+    const bool leftover = name.front() == '.' && name.find(".tar.tmp-") != std::string::npos;
+    if (record || stale_shard || leftover) destination->remove(name);
   }
   destination->remove(kRecords);  // the emptied folder, on a local disk
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -428,7 +430,7 @@ int run_pack_command(const std::vector<std::string>& args) {
       "valid", "the share held out for validation, as data.valid (a source with train/ and valid/ folders is split "
                "by them)", cxxopts::value<double>()->default_value("0.2"))(
       "valid-source", "separate validation data, as data.valid_source", cxxopts::value<std::string>())(
-      "shard-size-mb", "the size shards are cut at", cxxopts::value<std::uint64_t>()->default_value("256"))(
+      "shard-size-mb", "the size shards are cut at", cxxopts::value<double>()->default_value("256"))(
       "seed", "the order of the samples in the shards, and the validation split (job.seed gives the same split)",
       cxxopts::value<std::uint64_t>()->default_value("42"))(
       "workers", "shards written at once (default: the CPUs usable)", cxxopts::value<int>())(
@@ -482,7 +484,9 @@ int run_pack_command(const std::vector<std::string>& args) {
   if (parsed.count("valid-source")) data.valid_source = parsed["valid-source"].as<std::string>();
   if (parsed.count("endpoint")) data.endpoint = parsed["endpoint"].as<std::string>();
   if (parsed.count("credentials")) data.credentials = parsed["credentials"].as<std::string>();
-  request.shard_bytes = parsed["shard-size-mb"].as<std::uint64_t>() << 20;
+  const double shard_mb = parsed["shard-size-mb"].as<double>();
+  if (!(shard_mb >= 0.0625 && shard_mb <= 1e6)) fail(ExitCode::usage, "--shard-size-mb {}: 0.0625 to 1000000", shard_mb);
+  request.shard_bytes = static_cast<std::uint64_t>(shard_mb * (1 << 20));
   request.seed = parsed["seed"].as<std::uint64_t>();
   request.workers = parsed.count("workers") ? parsed["workers"].as<int>() : usable_cores();
   if (request.workers < 1) fail(ExitCode::usage, "--workers {}: at least 1", request.workers);

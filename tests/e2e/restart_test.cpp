@@ -318,8 +318,10 @@ std::map<int, std::multiset<int>> traced_samples(const fs::path& directory) {
 }
 
 // SIGTERM to one pod of two mid-epoch: one checkpoint at one step, both exit 143; then the job starts
-// again at another world size and trains every remaining sample of the interrupted epoch once.
-void StopMidEpochAndResumeAt(const fs::path& root, const std::string& spec, int world_before, int world_after) {
+// again at another world size and trains every remaining sample of the interrupted epoch once (of
+// `training_samples` in each epoch).
+void StopMidEpochAndResumeAt(const fs::path& root, const std::string& spec, int world_before, int world_after,
+                             std::size_t training_samples = 2160) {
   const std::string trace = "TRAINPOINT_TRACE_SAMPLES=" + (root / "trace").string();
   JobStart before(root, world_before, 1);
   const std::string stop = wait_for(shell_quote(before.log(0).string()), "epoch 1/") + "sleep 1\n" +
@@ -349,12 +351,11 @@ void StopMidEpochAndResumeAt(const fs::path& root, const std::string& spec, int 
             std::string::npos)
       << all_logs(resumed);
 
-  // 2,400 rows, 10% for validation: 2,160 training samples in every epoch.
   const auto epochs = traced_samples(root / "trace");
   ASSERT_EQ(epochs.size(), static_cast<std::size_t>(epoch));
   for (const auto& [traced_epoch, trained] : epochs) {
     const std::set<int> distinct(trained.begin(), trained.end());
-    EXPECT_EQ(distinct.size(), 2160u) << "epoch " << traced_epoch << ": a sample was never trained";
+    EXPECT_EQ(distinct.size(), training_samples) << "epoch " << traced_epoch << ": a sample was never trained";
     EXPECT_LE(trained.size() - distinct.size(), static_cast<std::size_t>(world_after - 1))
         << "epoch " << traced_epoch << ": samples trained twice beyond the padding to equal shares";
   }
@@ -381,6 +382,22 @@ TEST_F(Restarts, AStopMidEpochResumesFromTwoRanksOnOne) {
 
 TEST_F(Restarts, AStopMidEpochResumesFromOneRankOnThree) {
   StopMidEpochAndResumeAt(dir_.path(), spec_arguments({}), 1, 3);
+}
+
+// Packed shards read shard by shard through a shuffle buffer keep the same promise: 1,000 images packed by
+// `trainpoint pack` (900 for training) into shards of 64 KiB, stopped on two ranks, resumed on three.
+TEST_F(Restarts, AStopMidEpochOverPackedShardsResumesFromTwoRanksOnThree) {
+  const std::string trainpoint = testing::trainpoint_binary();
+  testing::run_checked(trainpoint + " make-dataset images --out " + shell_quote((dir_ / "images").string()) +
+                       " --classes 3 --count 1000 --size 24 --format jpeg --seed 3");
+  testing::run_checked(trainpoint + " pack " + shell_quote((dir_ / "images").string()) + " " +
+                       shell_quote((dir_ / "shards").string()) + " --valid 0.1 --shard-size-mb 0.0625");
+  std::string spec = spec_text({});
+  spec.replace(spec.find("format = \"table_csv\""), 20, "format = \"shards\"\nimage_size = 16\nshuffle_buffer = 64");
+  spec.replace(spec.find("source = \"table.csv\""), 20, "source = \"shards\"");
+  spec.replace(spec.find("arch = \"mlp\"\nhidden = [32]"), 26, "arch = \"small_cnn\"");
+  testing::write_text(dir_ / "shards.toml", spec);
+  StopMidEpochAndResumeAt(dir_ / "job", "--spec " + shell_quote((dir_ / "shards.toml").string()), 2, 3, 900);
 }
 
 // Each epoch's train_loss in <output>/metrics.jsonl.

@@ -38,6 +38,12 @@ std::string shell_quote(const std::string& text) {
 
 std::string trainpoint_binary() { return TP_TRAINPOINT_BIN; }
 
+std::string tools_python() {
+  if (const char* set = std::getenv("TRAINPOINT_PYTHON_TOOLS"); set && *set) return set;
+  const char* cache = std::getenv("TRAINPOINT_CACHE");
+  return std::string(cache && *cache ? cache : "/var/cache/trainpoint") + "/python-tools/venv/bin/python3";
+}
+
 std::string source_dir() { return TP_SOURCE_DIR; }
 
 CommandResult run_spec_in(const std::filesystem::path& dir, const std::string& extra) {

@@ -19,6 +19,10 @@ std::string run_checked(const std::string& command);
 std::string shell_quote(const std::string& text);
 // The trainpoint binary under test, built beside the tests.
 std::string trainpoint_binary();
+// The python3 of scripts/install-python-tools (tensorboard, mlflow, scikit-learn, webdataset):
+// $TRAINPOINT_PYTHON_TOOLS, else the venv in $TRAINPOINT_CACHE (default /var/cache/trainpoint), as the script
+// makes it.
+std::string tools_python();
 // The project's source directory.
 std::string source_dir();
 // `trainpoint run` of DIR/train.toml with DIR as its work directory, and `extra` arguments after them.

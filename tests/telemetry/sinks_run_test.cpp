@@ -37,14 +37,6 @@ using namespace std::chrono_literals;
 using testing::run_checked;
 using testing::shell_quote;
 
-// The python3 of scripts/install-python-tools: $TRAINPOINT_PYTHON_TOOLS, else the venv in $TRAINPOINT_CACHE
-// (default /var/cache/trainpoint), as the script makes it.
-std::string tools_python() {
-  if (const char* set = std::getenv("TRAINPOINT_PYTHON_TOOLS"); set && *set) return set;
-  const char* cache = std::getenv("TRAINPOINT_CACHE");
-  return std::string(cache && *cache ? cache : "/var/cache/trainpoint") + "/python-tools/venv/bin/python3";
-}
-
 // Tag -> step -> value, as TensorBoard should show them.
 using Curves = std::map<std::string, std::map<std::int64_t, double>>;
 
@@ -151,7 +143,7 @@ void write_left_of(const Rgb& image, png_uint_32 width, const fs::path& file) {
 class TensorBoardRun : public ::testing::Test {
  protected:
   void SetUp() override {
-    python_ = tools_python();
+    python_ = testing::tools_python();
     ASSERT_EQ(::access(python_.c_str(), X_OK), 0)
         << python_ << " is missing: the tensorboard package's python comes from scripts/install-python-tools "
         << "(scripts/test runs it), or set TRAINPOINT_PYTHON_TOOLS to a python3 that has tensorboard 2.21";

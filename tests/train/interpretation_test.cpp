@@ -32,14 +32,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The python3 of scripts/install-python-tools: $TRAINPOINT_PYTHON_TOOLS, else the venv in $TRAINPOINT_CACHE
-// (default /var/cache/trainpoint), as the script makes it.
-std::string tools_python() {
-  if (const char* set = std::getenv("TRAINPOINT_PYTHON_TOOLS"); set && *set) return set;
-  const char* cache = std::getenv("TRAINPOINT_CACHE");
-  return std::string(cache && *cache ? cache : "/var/cache/trainpoint") + "/python-tools/venv/bin/python3";
-}
-
 json read_json(const fs::path& file) {
   std::ifstream in(file);
   return json::parse(in);
@@ -157,7 +149,7 @@ TEST(Interpretation, MislabelledImagesAreTheTopLossesAndTheirPairTheMostConfused
   // Every validation sample once, with its prediction; the matrix and the scores as scikit-learn computes them.
   EXPECT_EQ(interpretation["predictions"].size(), 60u);
   const auto checked = testing::run_command(
-      testing::shell_quote(tools_python()) + " " +
+      testing::shell_quote(testing::tools_python()) + " " +
       testing::shell_quote(testing::source_dir() + "/tests/train/check_interpretation.py") + " " +
       testing::shell_quote((dir / "out/interpretation.json").string()));
   ASSERT_EQ(checked.exit_code, 0) << checked.output << "\n(scikit-learn comes from scripts/install-python-tools)";

@@ -1,0 +1,171 @@
+// Packed shards' parts without S3: the tar members shards are made of, index.json, and the epoch order that
+// reads them shard by shard through a shuffle buffer while keeping the sampler's exact resume.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <regex>
+#include <set>
+
+#include "common/error.h"
+#include "data/sampler.h"
+#include "data/shard_index.h"
+#include "data/tar.h"
+#include "support/process.h"
+#include "support/temp_dir.h"
+
+namespace tp::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string write_archive(const fs::path& file, const std::vector<std::pair<std::string, std::string>>& members) {
+  std::string bytes;
+  for (const auto& [name, data] : members) append_tar_member(bytes, name, data);
+  bytes += tar_end();
+  testing::write_text(file, bytes);
+  return bytes;
+}
+
+TEST(Tar, MembersAreFoundAtTheirOffsetsAndGnuTarListsThem) {
+  testing::TempDir dir;
+  const std::string large(1500, 'x');
+  const std::string bytes = write_archive(dir / "a.tar", {{"s000000000.jpg", large}, {"s000000000.cls", "3"}, {"empty", ""}});
+  EXPECT_EQ(bytes.size() % kTarBlock, 0u);
+  EXPECT_EQ(bytes.size(), tar_member_size(1500) + tar_member_size(1) + tar_member_size(0) + 2 * kTarBlock);
+  const std::vector<TarMember> members = scan_tar(dir / "a.tar");
+  ASSERT_EQ(members.size(), 3u);
+  EXPECT_EQ(members[0].name, "s000000000.jpg");
+  EXPECT_EQ(bytes.substr(members[0].offset, members[0].size), large);
+  EXPECT_EQ(bytes.substr(members[1].offset, members[1].size), "3");
+  EXPECT_EQ(members[2].size, 0u);
+  // GNU tar reads the archive as ustar, with the fixed metadata.
+  const auto listing = testing::run_command("tar --numeric-owner -tvf " + (dir / "a.tar").string());
+  ASSERT_EQ(listing.exit_code, 0) << listing.output;
+  EXPECT_TRUE(std::regex_search(listing.output, std::regex("-rw-r--r-- 0/0 +1 1970-01-01 00:00 s000000000.cls")))
+      << listing.output;
+  EXPECT_EQ(testing::run_command("tar -xOf " + (dir / "a.tar").string() + " s000000000.jpg").output, large);
+}
+
+TEST(Tar, ADamagedOrTruncatedArchiveIsAnErrorNamingTheFileAndTheByte) {
+  testing::TempDir dir;
+  std::string bytes = write_archive(dir / "a.tar", {{"one.jpg", std::string(700, 'a')}, {"two.jpg", "b"}});
+  std::string damaged = bytes;
+  damaged[tar_member_size(700) + 3] ^= 0x20;  // the second header's name
+  testing::write_text(dir / "damaged.tar", damaged);
+  try {
+    scan_tar(dir / "damaged.tar");
+    FAIL() << "a damaged header was read";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::data);
+    EXPECT_NE(std::string(error.what()).find("damaged.tar: no tar header at byte 1536"), std::string::npos) << error.what();
+  }
+  testing::write_text(dir / "short.tar", bytes.substr(0, 1024));
+  EXPECT_THROW(scan_tar(dir / "short.tar"), Error);
+  EXPECT_THROW(append_tar_member(bytes, std::string(101, 'n'), "x"), Error);
+}
+
+TEST(ShardIndex, WhatIsWrittenIsReadBackAndABadIndexNamesTheFileAndTheShard) {
+  ShardIndex index;
+  index.task = "classification";
+  index.classes = {"cat", "dog"};
+  index.train.shards = {{"train-000000.tar", 2, 4096, 0xdeadbeef, {0, 1}}, {"train-000001.tar", 1, 3072, 7, {1}}};
+  index.valid.shards = {{"valid-000000.tar", 1, 2048, 9, {0}}};
+  const ShardIndex read = parse_shard_index(shard_index_json(index), "index.json");
+  EXPECT_EQ(read.classes, index.classes);
+  ASSERT_EQ(read.train.shards.size(), 2u);
+  EXPECT_EQ(read.train.shards[0].crc32c, 0xdeadbeefu);
+  EXPECT_EQ(read.train.shards[1].targets, std::vector<double>{1});
+  EXPECT_EQ(read.train.samples(), 3u);
+  EXPECT_EQ(read.valid.bytes(), 2048u);
+
+  const auto message = [](const std::string& text) {
+    try {
+      parse_shard_index(text, "s3://b/p/index.json");
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ExitCode::data);
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("{").find("s3://b/p/index.json: not JSON"), std::string::npos);
+  EXPECT_NE(message(R"({"format": "mds"})").find("not an index `trainpoint pack` wrote"), std::string::npos);
+  index.train.shards[1].targets = {1, 0};
+  EXPECT_NE(message(shard_index_json(index)).find("train shard train-000001.tar: 1 samples but 2 targets"),
+            std::string::npos);
+  index.train.shards[1].targets = {2};
+  EXPECT_NE(message(shard_index_json(index)).find("target 2 is not a class index"), std::string::npos);
+  index.train.shards[1].targets = {1};
+  index.train.shards[1].name = "../x.tar";
+  EXPECT_NE(message(shard_index_json(index)).find("is not a file name beside the index"), std::string::npos);
+}
+
+SamplerOptions shards_of(std::vector<std::size_t> sizes, std::size_t buffer, int rank = 0, int world = 1) {
+  SamplerOptions options;
+  options.dataset_size = std::accumulate(sizes.begin(), sizes.end(), std::size_t{0});
+  options.rank = rank;
+  options.world_size = world;
+  options.seed = 3;
+  options.shard_sizes = std::move(sizes);
+  options.shuffle_buffer = buffer;
+  return options;
+}
+
+// The shard each sample of 10 shards of 100 is in.
+std::size_t shard_of(std::size_t sample) { return sample / 100; }
+
+TEST(ShardOrder, EachEpochTakesEverySampleOnceShardByShardInANewOrder) {
+  const SamplerOptions options = shards_of(std::vector<std::size_t>(10, 100), 1);
+  const std::vector<std::size_t> first = epoch_order(options, 0);
+  ASSERT_EQ(first.size(), 1000u);
+  EXPECT_EQ(std::set<std::size_t>(first.begin(), first.end()).size(), 1000u);
+  // A buffer of one: each shard whole, in its own order.
+  std::vector<std::size_t> shards;
+  for (std::size_t i = 0; i < first.size(); i += 100) {
+    shards.push_back(shard_of(first[i]));
+    for (std::size_t j = 0; j < 100; ++j) EXPECT_EQ(first[i + j], shards.back() * 100 + j);
+  }
+  std::vector<std::size_t> next_shards;
+  const std::vector<std::size_t> second = epoch_order(options, 1);
+  for (std::size_t i = 0; i < second.size(); i += 100) next_shards.push_back(shard_of(second[i]));
+  EXPECT_NE(shards, next_shards) << "the shards come in a new order each epoch";
+  EXPECT_EQ(epoch_order(options, 1), second) << "from (seed, epoch) alone";
+}
+
+TEST(ShardOrder, BlocksOfTheShuffleBufferMixSamplesFromTheFewShardsTheySpan) {
+  const std::vector<std::size_t> order = epoch_order(shards_of(std::vector<std::size_t>(10, 100), 150), 0);
+  EXPECT_EQ(std::set<std::size_t>(order.begin(), order.end()).size(), 1000u);
+  // Mixed: consecutive samples are seldom neighbours in their shard.
+  std::size_t neighbours = 0;
+  for (std::size_t i = 1; i < order.size(); ++i) neighbours += order[i] == order[i - 1] + 1;
+  EXPECT_LT(neighbours, 50u);
+  // Local: each block of 150 takes its samples from the 2 or 3 shards it spans, all of them from the shard
+  // stream's positions 150 k to 150 (k + 1).
+  for (std::size_t start = 0; start < order.size(); start += 150) {
+    std::set<std::size_t> shards;
+    for (std::size_t j = start; j < std::min(order.size(), start + 150); ++j) shards.insert(shard_of(order[j]));
+    EXPECT_LE(shards.size(), 3u) << "block at " << start;
+  }
+}
+
+TEST(ShardOrder, RanksDealTheSameOrderSoAnEpochResumesAtAnotherWorldSize) {
+  const std::vector<std::size_t> sizes = {37, 100, 64, 5, 90};
+  const std::vector<std::size_t> order = epoch_order(shards_of(sizes, 40), 2);
+  // Two ranks trained 60 samples each, then three ranks take the rest: every sample once, padding aside.
+  std::multiset<std::size_t> trained;
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto mine = DistributedSampler(shards_of(sizes, 40, rank, 2)).indices(2);
+    trained.insert(mine.begin(), mine.begin() + 60);
+  }
+  EXPECT_EQ(trained, std::multiset<std::size_t>(order.begin(), order.begin() + 120));
+  for (int rank = 0; rank < 3; ++rank) {
+    const auto rest = DistributedSampler(shards_of(sizes, 40, rank, 3)).indices(2, 120);
+    trained.insert(rest.begin(), rest.end());
+  }
+  EXPECT_EQ(std::set<std::size_t>(trained.begin(), trained.end()).size(), 296u);
+  EXPECT_EQ(trained.size(), 297u) << "one sample repeated so that 3 ranks take 59 each";
+}
+
+}  // namespace
+}  // namespace tp::data
