@@ -94,7 +94,9 @@ void PrefetchCache::fetch_loop() {
     std::vector<DownloadItem> batch;
     std::vector<std::size_t> batch_indices;
     std::uint64_t batch_bytes = 0;
-    const std::size_t batch_limit = static_cast<std::size_t>(client_.settings().parallelism);
+    const std::size_t batch_limit = options_.objects_per_fetch > 0
+                                        ? options_.objects_per_fetch
+                                        : static_cast<std::size_t>(client_.settings().parallelism);
     auto take = [&](std::size_t index) {
       entries_[index].state = State::fetching;
       batch_indices.push_back(index);
@@ -122,21 +124,24 @@ void PrefetchCache::fetch_loop() {
       continue;
     }
     lock.unlock();
+    // Each object is readable as soon as it is in, not when the whole batch is.
+    const auto landed = [&](const DownloadItem& item) {
+      const std::size_t index = batch_indices[static_cast<std::size_t>(&item - batch.data())];
+      std::lock_guard<std::mutex> relock(mutex_);
+      entries_[index].state = State::local;
+      entries_[index].last_use = ++clock_;
+      bytes_on_disk_ += objects_[index].size;
+      changed_.notify_all();
+    };
     std::exception_ptr failure;
     try {
-      client_.download(bucket_, batch);
+      client_.download(bucket_, batch, landed);
     } catch (...) {
       failure = std::current_exception();
     }
     lock.lock();
     for (const std::size_t index : batch_indices) {
-      if (failure) {
-        entries_[index].state = State::remote;
-        continue;
-      }
-      entries_[index].state = State::local;
-      entries_[index].last_use = ++clock_;
-      bytes_on_disk_ += objects_[index].size;
+      if (entries_[index].state == State::fetching) entries_[index].state = State::remote;  // failed
     }
     if (failure) error_ = failure;
     changed_.notify_all();

@@ -22,6 +22,9 @@ class PrefetchCache {
   struct Options {
     std::uint64_t capacity_bytes = 8ull << 30;
     std::size_t lookahead = 256;  // objects fetched ahead of the reader, at most
+    // Objects downloaded at once, at most (0: the client's parallelism). Whole shards: 1, so that the next one
+    // lands first, each in parallel ranges.
+    std::size_t objects_per_fetch = 0;
   };
 
   // `objects[i]` is stored at `directory / relative_paths[i]`. The client must outlive the cache.

@@ -54,9 +54,12 @@ fs::path stage(const std::string& source, const spec::DataSpec& spec, const Plac
 std::shared_ptr<StreamedFiles> stream(const std::string& source, const spec::DataSpec& spec,
                                       const Placement& placement, fs::path& directory) {
   const s3::S3Url url = s3::parse_s3_url(source);
-  auto client = std::make_unique<s3::Client>(s3::resolve_connection(connection_options(spec)));
-  const s3::SourceListing listing = s3::list_source(*client, source);
   const bool shards = spec.format == spec::DataFormat::shards;
+  s3::TransferSettings transfer;
+  // A shard is read only once it is whole: it comes in ranges at once, the next shard after it.
+  if (shards) transfer.parallel_download_threshold = transfer.part_size;
+  auto client = std::make_unique<s3::Client>(s3::resolve_connection(connection_options(spec)), transfer);
+  const s3::SourceListing listing = s3::list_source(*client, source);
   const auto streamed = [&](const fs::path& file) {
     return shards ? file.extension() == ".tar" : data::has_image_extension(file);
   };
@@ -96,7 +99,10 @@ std::shared_ptr<StreamedFiles> stream(const std::string& source, const spec::Dat
                directory.string());
   s3::PrefetchCache::Options options;
   options.capacity_bytes = capacity;
-  if (shards) options.lookahead = 4;  // whole shards: a few ahead of the reader keep it busy
+  if (shards) {
+    options.lookahead = 4;  // whole shards: a few ahead of the reader keep it busy
+    options.objects_per_fetch = 1;
+  }
   return std::make_shared<StreamedFiles>(std::move(client), url.bucket, std::move(objects), object_paths, directory,
                                          std::move(other_files), options);
 }

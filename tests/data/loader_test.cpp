@@ -20,7 +20,7 @@ std::vector<std::vector<std::size_t>> all_ranks(std::size_t size, int world, boo
                                                 std::int64_t epoch) {
   std::vector<std::vector<std::size_t>> shares;
   for (int rank = 0; rank < world; ++rank) {
-    shares.push_back(DistributedSampler({size, rank, world, true, drop_last, 17}).indices(epoch));
+    shares.push_back(DistributedSampler({size, rank, world, true, drop_last, 17, {}, 1}).indices(epoch));
   }
   return shares;
 }
@@ -57,9 +57,9 @@ TEST(Sampler, SharesAreDisjointCompleteAndEqual) {
 TEST(Sampler, DeterministicAndReshuffledEachEpoch) {
   EXPECT_EQ(all_ranks(1000, 4, false, 3), all_ranks(1000, 4, false, 3));
   EXPECT_NE(all_ranks(1000, 4, false, 3), all_ranks(1000, 4, false, 4));
-  const auto unshuffled = DistributedSampler({10, 1, 2, false, false, 0}).indices(5);
+  const auto unshuffled = DistributedSampler({10, 1, 2, false, false, 0, {}, 1}).indices(5);
   EXPECT_EQ(unshuffled, (std::vector<std::size_t>{1, 3, 5, 7, 9}));
-  EXPECT_THROW(DistributedSampler({10, 2, 2, true, false, 0}), Error);
+  EXPECT_THROW(DistributedSampler({10, 2, 2, true, false, 0, {}, 1}), Error);
 }
 
 // Example i holds the value i; counts how many examples were made.
@@ -92,7 +92,7 @@ std::vector<std::int64_t> targets_of(Loader& loader) {
 
 TEST(Loader, BatchesInOrderWithAnyWorkerCount) {
   auto dataset = std::make_shared<CountingDataset>(103);
-  const auto indices = DistributedSampler({103, 0, 1, true, false, 5}).indices(2);
+  const auto indices = DistributedSampler({103, 0, 1, true, false, 5, {}, 1}).indices(2);
   for (int workers : {0, 1, 3}) {
     Loader loader(dataset, indices, 2, {10, workers});
     EXPECT_EQ(loader.num_batches(), 11u);
@@ -114,7 +114,7 @@ TEST(Sampler, AnInterruptedEpochResumesAtAnyWorldSizeWithEachRemainingSampleOnce
   constexpr std::size_t kTrained = 10;
   std::multiset<std::size_t> trained;
   for (int rank = 0; rank < 2; ++rank) {
-    const DistributedSampler sampler({kSize, rank, 2, true, false, 9});
+    const DistributedSampler sampler({kSize, rank, 2, true, false, 9, {}, 1});
     const auto all = sampler.indices(4);
     const auto rest = sampler.indices(4, 2 * kTrained);
     ASSERT_EQ(rest.size(), sampler.samples_per_rank(2 * kTrained));
@@ -125,7 +125,7 @@ TEST(Sampler, AnInterruptedEpochResumesAtAnyWorldSizeWithEachRemainingSampleOnce
     std::multiset<std::size_t> epoch = trained;
     std::size_t padding = 0;
     for (int rank = 0; rank < world; ++rank) {
-      const DistributedSampler sampler({kSize, rank, world, true, false, 9});
+      const DistributedSampler sampler({kSize, rank, world, true, false, 9, {}, 1});
       const auto rest = sampler.indices(4, 2 * kTrained);
       EXPECT_EQ(rest.size(), (kSize - 2 * kTrained + world - 1) / world);
       epoch.insert(rest.begin(), rest.end());
