@@ -47,6 +47,15 @@ def boto3_options():
             "aws_secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"], "region_name": "us-east-1"}
 
 
+def litdata_allow_http():
+    """LitData moves chunks with obstore, which refuses an http:// endpoint (MinIO on loopback) unless its
+    client options say allow_http, and LitData passes obstore client options of its own with no way to add
+    one (obstore then ignores AWS_ALLOW_HTTP). Adds it to them, so that LitData takes the same path as against
+    https:// S3 rather than its boto3 fallback."""
+    from litdata.streaming import downloader
+    downloader._OBSTORE_CLIENT_OPTIONS = {**downloader._OBSTORE_CLIENT_OPTIONS, "allow_http": "true"}
+
+
 def cpu_seconds():
     """User + system seconds of this process and of its children that have ended and been reaped (the
     DataLoader's workers once the loader is gone, and what they reaped in turn)."""

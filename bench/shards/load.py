@@ -44,6 +44,7 @@ def decode_sample(jpeg, label):
 
 def litdata_loader(args):
     import litdata
+    common.litdata_allow_http()  # before the DataLoader forks its workers, which fetch the chunks
 
     class Images(litdata.StreamingDataset):
         def __getitem__(self, index):

@@ -4,9 +4,11 @@ the same way for every tool, then prints its last JSON line with these fields ad
   wall_s        seconds from the start of the command to its exit (Python's imports included)
   tree_cpu_s    user + system seconds of the command and every descendant it reaped (wait4's rusage)
   peak_rss_mb   the sum over the process tree (the command, its DataLoader workers, their s5cmd pipes, ...) of
-                each process's largest RSS, sampled every 0.1 s. A forked worker's pages shared with its parent
-                (torch's libraries, the dataset object) are counted in both, as a sum of RSS counts them; for
-                trainpoint, one process with threads, it is that process's peak RSS.
+                each process's largest RSS, sampled every 0.1 s, and at least the largest RSS of any one of them
+                (wait4's ru_maxrss, exact, which a short command's samples could miss). A forked worker's pages
+                shared with its parent (torch's libraries, the dataset object) are counted in both, as a sum of
+                RSS counts them; for trainpoint, one process with threads, it is that process's peak RSS. A
+                peak_rss_mb the command printed itself is kept as own_peak_rss_mb.
   peak_pss_mb   the largest sum of PSS over the tree, sampled every 0.5 s: shared pages divided among the
                 processes that share them, so the memory the tree really holds at its peak.
   disk_mb       the disk (allocated blocks, as du counts) of the --cache directories when the command ended
@@ -105,11 +107,13 @@ def main():
             result[key] = json.loads(value)
         except json.JSONDecodeError:
             result[key] = value
+    if "peak_rss_mb" in result:
+        result["own_peak_rss_mb"] = result.pop("peak_rss_mb")
     result.update({
         "status": status,
         "wall_s": round(wall, 3),
         "tree_cpu_s": round(rusage.ru_utime + rusage.ru_stime, 3),
-        "peak_rss_mb": round(sum(peak_rss.values()) / 2**20, 1),
+        "peak_rss_mb": round(max(sum(peak_rss.values()), rusage.ru_maxrss * 1024) / 2**20, 1),
         "peak_pss_mb": round(peak_pss / 2**20, 1),
         "processes": len(peak_rss),
         "disk_mb": round(end_disk / 2**20, 1),

@@ -5,7 +5,8 @@ it; `trainpoint pack` is its own command there.
 usage: pack.py litdata|mosaic|webdataset FOLDER s3://BUCKET/PREFIX --shard-mb MB [--workers N]
 
   litdata     litdata.optimize(num_workers=N) to output_dir s3://..., its storage_options naming the endpoint
-              and keys; each worker writes its own chunks (chunk_bytes) and uploads them as they close.
+              and keys; each worker writes its own chunks (chunk_bytes) into TMPDIR/chunks and uploads them
+              (with obstore) as they close.
   mosaic      streaming.MDSWriter(out="s3://...", size_limit, no compression): one writer (Mosaic has no
               parallel writer, only its recipe of several writers and merge_index); each shard is uploaded
               by the writer's thread pool (max_workers=N) while the next is written. S3_ENDPOINT_URL names the
@@ -25,6 +26,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
+
+if sys.argv[1:2] == ["litdata"]:  # here and in the processes LitData spawns, which import this file again
+    common.litdata_allow_http()
 
 
 def litdata_sample(item):

@@ -96,7 +96,8 @@ export AWS_ACCESS_KEY_ID=$minio_access_key AWS_SECRET_ACCESS_KEY=$minio_secret_k
 export AWS_REGION=us-east-1 AWS_ENDPOINT_URL="http://127.0.0.1:$port"
 export S3_ENDPOINT_URL="$AWS_ENDPOINT_URL"  # Mosaic Streaming's
 export LITDATA_DISABLE_VERSION_CHECK=1       # LitData would ask PyPI for its newest version
-s5cmd=(s5cmd --log error --endpoint-url "$AWS_ENDPOINT_URL")
+export AWS_ALLOW_HTTP=true  # obstore, LitData's S3 client for chunks, refuses an http:// endpoint without it
+s5cmd=(s5cmd --endpoint-url "$AWS_ENDPOINT_URL")  # (--log error would hide ls's listing too)
 
 # The unpacked images, once, for s3torchconnector (and nothing else): s3://bench/images/CLASS/FILE.jpg.
 echo "# uploading the unpacked images (s5cmd)" >&2
@@ -138,10 +139,16 @@ pack() {
     trainpoint)
       command=("$trainpoint" pack "$data" "$url" --format image_folder --shard-size-mb "$shard_mb" --valid 0
                --seed 42 --workers "$pack_workers" --workdir "$work/pack-work") ;;
-    *) command=("$python" "$here/pack.py" "$tool" "$data" "$url" --shard-mb "$shard_mb" --workers "$pack_workers") ;;
+    # TMPDIR: where LitData stages its chunks and Mosaic its shards before the upload, measured as the pack's disk.
+    *) mkdir -p "$work/pack-work"
+       command=(env TMPDIR="$work/pack-work" "$python" "$here/pack.py" "$tool" "$data" "$url" --shard-mb "$shard_mb"
+                --workers "$pack_workers") ;;
   esac
   echo "# round $round: pack $tool" >&2
-  run_measured "$log" "$fields" "$work/pack-work" -- "${command[@]}" || return 0
+  if ! run_measured "$log" "$fields" "$work/pack-work" -- "${command[@]}"; then
+    rm -rf "$work/pack-work"
+    return 0
+  fi
   rm -rf "$work/pack-work"
   # What the pack left on S3: its shards (the data files) and all its bytes.
   "${s5cmd[@]}" ls "$url/*" | awk -v tool="$tool" -v round="$round" '
