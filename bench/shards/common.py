@@ -69,11 +69,12 @@ def cpu_seconds():
 _transform = None
 
 
-def decode(jpeg, size):
-    """The one decode and augmentation of every Python loader: PIL decodes the JPEG's bytes to RGB, then
-    torchvision.transforms.v2 RandomResizedCrop(size) + RandomHorizontalFlip (on the PIL image, as torchvision's
-    ImageFolder pipelines do) + ToImage/ToDtype (ToTensor's [0, 1] floats) + Normalize (ImageNet), as
-    tp-bench-data --size does with data.augment = ["random_resized_crop", "flip"], normalize = "imagenet"."""
+def transform(size):
+    """The augmentation, made once per process: torchvision.transforms.v2 RandomResizedCrop(size) +
+    RandomHorizontalFlip (on the PIL image, as torchvision's ImageFolder pipelines do) + ToImage/ToDtype
+    (ToTensor's [0, 1] floats) + Normalize (ImageNet), as tp-bench-data --size does with data.augment =
+    ["random_resized_crop", "flip"], normalize = "imagenet". load.py makes it before its clock starts, so that the
+    DataLoader's forked workers inherit it, imports done."""
     global _transform
     if _transform is None:
         import torch
@@ -85,6 +86,12 @@ def decode(jpeg, size):
             v2.ToDtype(torch.float32, scale=True),
             v2.Normalize(MEAN, STD),
         ])
+    return _transform
+
+
+def decode(jpeg, size):
+    """The one decode and augmentation of every Python loader: PIL decodes the JPEG's bytes to RGB, then
+    transform(size)."""
     from PIL import Image
     with Image.open(io.BytesIO(jpeg)) as image:
-        return _transform(image.convert("RGB"))
+        return transform(size)(image.convert("RGB"))

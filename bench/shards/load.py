@@ -112,6 +112,8 @@ def main():
     parser.add_argument("--classes", default="")
     args = parser.parse_args()
     SIZE = args.size
+    common.transform(args.size)  # torchvision.transforms.v2 imported and the transform made: imports
+    from PIL import Image  # noqa: F401
     import_s = time.perf_counter() - import_start
     torch.set_num_threads(1)  # the DataLoader's workers are the parallelism, as in bench/data
     os.makedirs(args.cache, exist_ok=True)

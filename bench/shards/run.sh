@@ -87,6 +87,14 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+if [ -z "$skip_trainpoint" ]; then
+  # A copy of the two binaries (they link only system libraries): a rebuild during the benchmark changes nothing.
+  mkdir -p "$work/bin"
+  cp "$trainpoint" "$work/bin/trainpoint"
+  cp "$tp_bench_data" "$work/bin/tp-bench-data"
+  trainpoint="$work/bin/trainpoint"
+  tp_bench_data="$work/bin/tp-bench-data"
+fi
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 port=$(free_port)
 # shellcheck source=scripts/minio.sh

@@ -47,20 +47,22 @@ def main():
         for t in pack_tools:
             ok = [r for r in packs[t] if r["status"] == 0]
             med[t] = {"s": median([r["wall_s"] for r in ok]), "cpu": median([r["tree_cpu_s"] for r in ok]),
-                      "rss": median([r["peak_rss_mb"] for r in ok]), "shards": median([r["shards"] for r in packed[t]]),
+                      "rss": median([r["peak_rss_mb"] for r in ok]), "disk": median([r["peak_disk_mb"] for r in ok]),
+                      "shards": median([r["shards"] for r in packed[t]]),
                       "mb": median([r["s3_mb"] for r in packed[t]]), "failed": len(packs[t]) - len(ok),
                       "runs": len(packs[t])}
         base = med.get("trainpoint", {}).get("s")
         print(f"Packing the folder to S3 (medians of {max(m['runs'] for m in med.values())} round(s); the whole "
               "command, Python's imports included):")
         print()
-        print("| tool | how | seconds | CPU s | peak RSS MB | shards | MB on S3 | seconds / trainpoint's |")
-        print("|---|---|---:|---:|---:|---:|---:|---:|")
+        print("| tool | how | seconds | CPU s | peak RSS MB | local disk MB (peak) | shards | MB on S3 | "
+              "seconds / trainpoint's |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
         for t in pack_tools:
             m = med[t]
             failed = f" ({m['failed']} of {m['runs']} failed)" if m["failed"] else ""
             print(f"| {t}{failed} | {PACK_HOW[t]} | {fmt(m['s'], 2)} | {fmt(m['cpu'])} | {fmt(m['rss'], 0)} | "
-                  f"{fmt(m['shards'], 0)} | {fmt(m['mb'], 0)} | {'' if t == 'trainpoint' else ratio(base, m['s'])} |")
+                  f"{fmt(m['disk'], 0)} | {fmt(m['shards'], 0)} | {fmt(m['mb'], 0)} | {'' if t == 'trainpoint' else ratio(base, m['s'])} |")
         print()
 
     # Loading: per round, the two ranks together.
@@ -82,7 +84,8 @@ def main():
         disk = max(r["disk_mb"] for r in ranks) if shared else sum(r["disk_mb"] for r in ranks)
         peak_disk = max(r["peak_disk_mb"] for r in ranks) if shared else sum(r["peak_disk_mb"] for r in ranks)
         per_tool.setdefault(t, []).append({
-            "first": max(r["first_batch_s"] for r in ranks), "images": images, "ips": images / slower,
+            "first": max(r["first_batch_s"] for r in ranks), "imports": max(r.get("import_s", 0) for r in ranks),
+            "images": images, "ips": images / slower,
             "seconds": slower, "cpu": cpu, "ipc": images / cpu if cpu else None,
             "rss": max(r["peak_rss_mb"] for r in ranks), "pss": max(r["peak_pss_mb"] for r in ranks),
             "disk": disk, "peak_disk": peak_disk,
@@ -90,24 +93,25 @@ def main():
     load_tools = [t for t in tools if t in per_tool or t in failures]
     if load_tools:
         med = {t: {k: median([run[k] for run in per_tool.get(t, []) if run[k] is not None])
-                   for k in ("first", "images", "ips", "seconds", "cpu", "ipc", "rss", "pss", "disk", "peak_disk")}
+                   for k in ("first", "imports", "images", "ips", "seconds", "cpu", "ipc", "rss", "pss", "disk", "peak_disk")}
                for t in load_tools}
         base = med.get("trainpoint", {})
         print("One epoch, 2 ranks at once (medians over the rounds; first batch: the slower rank's; images/s: both "
-              "ranks' images / the slower rank's seconds; CPU s: both ranks, workers included; RSS and PSS: the "
+              "ranks' images / the slower rank's seconds, both timed from before the dataset is made (Python's imports "
+              "not included: they are their own column); CPU s: both ranks, workers included; RSS and PSS: the "
               "larger rank's process tree; disk: the ranks' caches together at the end of the epoch, and at their "
               "largest):")
         print()
-        print("| tool | how | first batch s | images (rank 0/1) | images/s | CPU s | images per CPU-s | peak RSS MB "
+        print("| tool | how | first batch s | Python imports s | images (rank 0/1) | images/s | CPU s | images per CPU-s | peak RSS MB "
               "per rank | peak PSS MB per rank | cache disk MB, end / peak | trainpoint's images/s ÷ tool's | "
               "first batch ÷ trainpoint's |")
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for t in load_tools:
             m = med[t]
             runs = per_tool.get(t, [])
             failed = f" ({failures[t]} of {failures[t] + len(runs)} failed)" if failures.get(t) else ""
             split = runs[0]["per_rank"] if runs else "—"
-            print(f"| {t}{failed} | {LOAD_HOW[t]} | {fmt(m['first'], 2)} | {fmt(m['images'], 0)} ({split}) | "
+            print(f"| {t}{failed} | {LOAD_HOW[t]} | {fmt(m['first'], 2)} | {'' if t == 'trainpoint' else fmt(m['imports'], 2)} | {fmt(m['images'], 0)} ({split}) | "
                   f"{fmt(m['ips'], 0)} | {fmt(m['cpu'])} | {fmt(m['ipc'], 0)} | {fmt(m['rss'], 0)} | "
                   f"{fmt(m['pss'], 0)} | {fmt(m['disk'], 0)} / {fmt(m['peak_disk'], 0)} | "
                   f"{'' if t == 'trainpoint' else ratio(m['ips'], base.get('ips'))} | "
