@@ -114,7 +114,7 @@ uploaded=$("${s5cmd[@]}" ls 's3://bench/images/*' | wc -l)
 [ "$uploaded" -eq "$images" ] || { echo "uploaded $uploaded objects of $images" >&2; exit 1; }
 # Every packer reads the folder from the page cache. (Clearing the page cache between runs needs root and a
 # machine of our own: MinIO's objects and the folder are as cached as the machine leaves them, alike for all.)
-cat "$data"/*/* >/dev/null
+find "$data" -type f -exec cat {} + >/dev/null
 
 tool_versions=$("$python" - <<'PY'
 import importlib.metadata as m
