@@ -1,5 +1,6 @@
-// CRC32C (Castagnoli), from Google's crcutil (Debian's libcrcutil-dev), its portable table-driven CRC: the
-// checksum of TensorBoard's TFRecord framing and of packed shards (docs/s3.md, "Packed shards").
+// CRC32C (Castagnoli), from Google's crcutil (Debian's libcrcutil-dev): the CPU's crc32 instruction where there
+// is one, else crcutil's portable table. The checksum of TensorBoard's TFRecord framing, of packed shards
+// (docs/s3.md, "Packed shards") and S3's x-amz-checksum-crc32c.
 #pragma once
 
 #include <cstddef>

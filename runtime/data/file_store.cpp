@@ -19,7 +19,7 @@ class LocalFiles final : public FileStore {
     for (const auto& entry : fs::recursive_directory_iterator(dir)) {
       if (entry.is_regular_file()) files.push_back(entry.path());
     }
-    std::sort(files.begin(), files.end());
+    sort_paths(files);
     return files;
   }
   std::string read(const fs::path& file) const override { return read_file(file, ExitCode::data); }
@@ -36,6 +36,19 @@ class LocalFiles final : public FileStore {
 };
 
 }  // namespace
+
+void sort_paths(std::vector<fs::path>& paths) {
+  std::vector<std::pair<std::string, std::size_t>> keys(paths.size());
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    keys[i] = {paths[i].native(), i};
+    std::replace(keys[i].first.begin(), keys[i].first.end(), fs::path::preferred_separator, '\0');
+  }
+  std::sort(keys.begin(), keys.end());
+  std::vector<fs::path> sorted;
+  sorted.reserve(paths.size());
+  for (const auto& key : keys) sorted.push_back(std::move(paths[key.second]));
+  paths = std::move(sorted);
+}
 
 std::shared_ptr<const FileStore> local_files() {
   static const auto store = std::make_shared<const LocalFiles>();

@@ -39,4 +39,9 @@ class FileStore {
 // Files on the local disk.
 std::shared_ptr<const FileStore> local_files();
 
+// Sorts as std::filesystem::path's operator< does (part by part), the order list() gives: by the strings with
+// the separator made the lowest character, which is the same order without comparing every path's parts
+// (slow for a million files).
+void sort_paths(std::vector<std::filesystem::path>& paths);
+
 }  // namespace tp::data

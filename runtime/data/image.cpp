@@ -226,7 +226,13 @@ ImageType sniff_image(std::string_view bytes) {
 }
 
 bool has_image_extension(const std::filesystem::path& path) {
-  std::string extension = path.extension().string();
+  // On the string rather than path::extension(): called for every file of a listing.
+  const std::string& name = path.native();
+  const std::size_t dot = name.rfind('.');
+  if (dot == std::string::npos || name.find('/', dot) != std::string::npos || dot == 0 || name[dot - 1] == '/') {
+    return false;
+  }
+  std::string extension = name.substr(dot);
   std::transform(extension.begin(), extension.end(), extension.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return extension == ".png" || extension == ".jpg" || extension == ".jpeg";

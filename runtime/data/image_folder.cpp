@@ -20,6 +20,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// `file` relative to `dir`, with '/' between its parts. The files of a listing of `dir` all start with `prefix`
+// (`dir` and a separator), so this is a string operation; fs::path's, for every file of a million, are slow.
+std::string relative_below(const fs::path& file, const fs::path& dir, const std::string& prefix) {
+  const std::string& path = file.native();
+  if (path.compare(0, prefix.size(), prefix) == 0) return path.substr(prefix.size());
+  return file.lexically_relative(dir).generic_string();
+}
+
 // One subdirectory per class, `files` the files under `dir`. `known_classes` (validation data) fixes the
 // class indices.
 LabelledImages list_image_folder(const std::vector<fs::path>& files, const fs::path& dir,
@@ -27,17 +35,22 @@ LabelledImages list_image_folder(const std::vector<fs::path>& files, const fs::p
   std::map<std::string, std::vector<fs::path>> images_by_class;  // every class folder, even without images
   std::map<std::string, std::set<std::string>> nested;            // class -> folders holding its deeper images
   bool loose_images = false;
+  const std::string prefix = (dir / "").string();
   for (const fs::path& file : files) {
-    const fs::path relative = file.lexically_relative(dir);
+    const std::string relative = relative_below(file, dir, prefix);
     const bool image = has_image_extension(file);
-    const auto depth = std::distance(relative.begin(), relative.end());
-    if (depth == 1) {
+    const std::size_t class_end = relative.find('/');
+    if (class_end == std::string::npos) {
       loose_images = loose_images || image;
       continue;
     }
-    auto& images = images_by_class[relative.begin()->string()];
+    const std::string class_name = relative.substr(0, class_end);
+    auto& images = images_by_class[class_name];
     if (image) images.push_back(file);
-    if (image && depth > 2) nested[relative.begin()->string()].insert(std::next(relative.begin())->string());
+    const std::size_t folder_end = relative.find('/', class_end + 1);
+    if (image && folder_end != std::string::npos) {
+      nested[class_name].insert(relative.substr(class_end + 1, folder_end - class_end - 1));
+    }
   }
   if (images_by_class.empty()) {
     fail(ExitCode::data, "{}: no class subdirectories{}", dir.string(),
@@ -82,9 +95,13 @@ LabelledImages list_image_folder(const std::vector<fs::path>& files, const fs::p
 // training and validation split. Returns the two folders when `files` (those under `dir`) are laid out so.
 std::optional<std::pair<fs::path, fs::path>> split_folders(const std::vector<fs::path>& files, const fs::path& dir) {
   std::set<std::string> top;  // folders directly under `dir` with files two levels below them
+  const std::string prefix = (dir / "").string();
   for (const fs::path& file : files) {
-    const fs::path relative = file.lexically_relative(dir);
-    if (std::distance(relative.begin(), relative.end()) > 2) top.insert(relative.begin()->string());
+    const std::string relative = relative_below(file, dir, prefix);
+    const std::size_t top_end = relative.find('/');
+    if (top_end != std::string::npos && relative.find('/', top_end + 1) != std::string::npos) {
+      top.insert(relative.substr(0, top_end));
+    }
   }
   if (top.count("train") == 0) return std::nullopt;
   for (const char* valid : {"valid", "val"}) {

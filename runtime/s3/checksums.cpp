@@ -12,14 +12,16 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/crc32c.h"
 #include "common/error.h"
 
 namespace tp::s3 {
 namespace {
 
 // S3's CRC checksums, from Google's crcutil: CRC-64/NVME (x-amz-checksum-crc64nvme) and CRC-32C
-// (x-amz-checksum-crc32c). crcutil takes the polynomials reflected; "canonical" means initial and final
-// values of all ones, so a start value of 0 is the CRC of nothing and a CRC so far continues it.
+// (x-amz-checksum-crc32c; computed by common's crc32c, which uses the CPU's instruction, the table here only
+// combines CRCs). crcutil takes the polynomials reflected; "canonical" means initial and final values of all
+// ones, so a start value of 0 is the CRC of nothing and a CRC so far continues it.
 using CrcTable = crcutil::GenericCrc<crcutil::uint64, crcutil::uint64, crcutil::uint64, 4>;
 const CrcTable& crc64nvme_table() {
   static const CrcTable table(0x9A6C9329AC4BC9B5ull, 64, true);  // 0xAD93D23594C93659 reflected
@@ -96,7 +98,8 @@ void Digest::update(const void* data, std::size_t size) {
       }
       break;
     case Algorithm::crc32c:
-      state_->crc = crc32c_table().CrcDefault(bytes, size, state_->crc);
+      state_->crc = tp::crc32c(std::string_view(reinterpret_cast<const char*>(bytes), size),
+                               static_cast<std::uint32_t>(state_->crc));
       break;
     case Algorithm::crc64nvme:
       state_->crc = crc64nvme_table().CrcDefault(bytes, size, state_->crc);

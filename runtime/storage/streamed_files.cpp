@@ -19,7 +19,7 @@ StreamedFiles::StreamedFiles(std::unique_ptr<s3::Client> client, std::string buc
     files_.push_back(file);
     sizes_.push_back(objects[i].size);
   }
-  std::sort(files_.begin(), files_.end());
+  data::sort_paths(files_);
   cache_ = std::make_unique<s3::PrefetchCache>(*client_, std::move(bucket), std::move(objects), relative_paths,
                                                directory_, options);
 }
