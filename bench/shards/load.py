@@ -14,7 +14,7 @@ usage: load.py TOOL URL --cache DIR [--workers N] [--batch 64] [--size 64] [--cl
               started before the clock).
   webdataset  webdataset.WebDataset over `pipe:s5cmd cat s3://...` of each tar shard (listed first), with
               shardshuffle=100, nodesplitter=split_by_node (RANK, WORLD_SIZE), workersplitter=split_by_worker,
-              a .shuffle(1000) sample buffer, through torch's DataLoader. No cache: DIR stays empty.
+              a .shuffle(N) sample buffer (--shuffle-buffer), through torch's DataLoader. No cache: DIR stays empty.
   s3torch     s3torchconnector.S3MapDataset.from_prefix over the unpacked images (one GET per image, path-style
               addressing for MinIO), the class from the key's folder (--classes, sorted), a DistributedSampler
               (shuffle=True) per rank, through torch's DataLoader. No cache: DIR stays empty.
@@ -81,7 +81,7 @@ def webdataset_loader(args):
     urls = [f"pipe:{s5cmd} --log error --endpoint-url {common.endpoint()} cat s3://{bucket}/{name}" for name in names]
     dataset = (wds.WebDataset(urls, shardshuffle=100, nodesplitter=wds.split_by_node,
                               workersplitter=wds.split_by_worker)
-               .shuffle(1000).to_tuple("jpg", "cls").map(lambda sample: decode_sample(*sample)))
+               .shuffle(args.shuffle_buffer).to_tuple("jpg", "cls").map(lambda sample: decode_sample(*sample)))
     return DataLoader(dataset, batch_size=args.batch, num_workers=args.workers)
 
 
@@ -108,6 +108,7 @@ def main():
     parser.add_argument("--cache", required=True)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--shuffle-buffer", type=int, default=1000)
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--classes", default="")
     args = parser.parse_args()

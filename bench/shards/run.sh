@@ -17,6 +17,8 @@
 # Environment: TP_BENCH_IMAGES (100000), TP_BENCH_REPEATS (5), TP_BENCH_WORKERS (1: decoding workers per rank),
 #   TP_BENCH_PACK_WORKERS (2: trainpoint pack --workers, litdata num_workers, Mosaic's upload threads),
 #   TP_BENCH_SHARD_MB (default: the images' size / 8, 1 to 64, so that every tool writes at least 8 shards),
+#   TP_BENCH_SHUFFLE_BUFFER (1000: the samples shuffled together, trainpoint's data.shuffle_buffer and
+#   WebDataset's .shuffle(N); the other tools shuffle their own way),
 #   TP_BENCH_TOOLS (a subset, e.g. "litdata mosaic webdataset s3torch"), TP_BENCH_SKIP_TRAINPOINT=1,
 #   TP_BENCH_TRAINPOINT (the trainpoint binary), TP_BENCH_LOGS (default /tmp/tp-bench-shards-logs.DATE).
 # The Python tools run in bench/shards/python's venv; MinIO, mc and s5cmd come from scripts/install-go-tools.
@@ -28,6 +30,7 @@ images="${TP_BENCH_IMAGES:-100000}"
 repeats="${TP_BENCH_REPEATS:-5}"
 workers="${TP_BENCH_WORKERS:-1}"
 pack_workers="${TP_BENCH_PACK_WORKERS:-2}"
+shuffle_buffer="${TP_BENCH_SHUFFLE_BUFFER:-1000}"
 batch=64
 size=64
 cache="${TRAINPOINT_CACHE:-/var/cache/trainpoint}"
@@ -185,12 +188,12 @@ load() {
     case $tool in
       trainpoint)
         command=("$tp_bench_data" --shards "$url" --rank "$rank" --world-size 2 --workers "$workers" --batch "$batch"
-                 --size "$size" --workdir "$dir") ;;
+                 --size "$size" --shuffle-buffer "$shuffle_buffer" --workdir "$dir") ;;
       *)
         command=(env RANK="$rank" WORLD_SIZE=2 LOCAL_RANK="$rank" LOCAL_WORLD_SIZE=2 GLOBAL_RANK="$rank" NODE_RANK=0
                  NNODES=1 MASTER_ADDR=127.0.0.1 MASTER_PORT="$master_port"
                  "$python" "$here/load.py" "$tool" "$url" --cache "$dir" --workers "$workers" --batch "$batch"
-                 --size "$size" --classes "$classes") ;;
+                 --size "$size" --classes "$classes" --shuffle-buffer "$shuffle_buffer") ;;
     esac
     run_measured "$logs/load-$tool-$round-rank$rank.log" "phase=load tool=$tool round=$round rank=$rank shared_cache=$shared" \
       "$dir" -- "${command[@]}" &
@@ -221,7 +224,7 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
   [ -n "$skip_trainpoint" ] && echo "trainpoint SKIPPED: $skip_trainpoint"
   echo "Python tools: $tool_versions; MinIO $(sed 's/.*@//' "$minio_bin/minio.version"), s5cmd $(sed 's/.*@//' "$minio_bin/s5cmd.version")"
   echo "$(nproc) cores; $images JPEGs of 64x64 ($((data_bytes / 1048576)) MiB) in 8 classes; shards of $shard_mb MiB;" \
-       "pack workers $pack_workers; loading: 2 ranks, $workers worker(s) each, batch $batch; $repeats round(s)," \
+       "pack workers $pack_workers; loading: 2 ranks, $workers worker(s) each, batch $batch, shuffle buffer $shuffle_buffer; $repeats round(s)," \
        "order rotated; page caches not cleared (the folder and MinIO's files as the machine caches them)"
   echo
   python3 "$here/summary.py" "$results"

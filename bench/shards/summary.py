@@ -13,10 +13,10 @@ PACK_HOW = {
     "webdataset": "`ShardWriter(\"pipe:s5cmd pipe s3://...\")`: one writer, each tar streamed to S3 (no local file)",
 }
 LOAD_HOW = {
-    "trainpoint": "tp-bench-data --shards: whole shards streamed 4 ahead into each rank's cache",
+    "trainpoint": "tp-bench-data --shards: whole shards streamed 4 ahead into each rank's cache, blocks of the shuffle buffer shuffled",
     "litdata": "`StreamingDataset` + `StreamingDataLoader`: chunks into the node's cache",
     "mosaic": "`StreamingDataset` (py1e shuffle): shards into the node's cache (gloo group)",
-    "webdataset": "`WebDataset` over `pipe:s5cmd cat`, shard shuffle + 1000-sample buffer: no cache",
+    "webdataset": "`WebDataset` over `pipe:s5cmd cat`, shard shuffle + the shuffle buffer: no cache",
     "s3torch": "`S3MapDataset` over the unpacked images: a GET per image, `DistributedSampler`",
 }
 ORDER = ["trainpoint", "litdata", "mosaic", "webdataset", "s3torch"]

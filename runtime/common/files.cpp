@@ -1,6 +1,8 @@
 #include "common/files.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -73,6 +75,33 @@ std::string read_file(const std::filesystem::path& path, ExitCode code_if_unread
   std::ostringstream content;
   content << in.rdbuf();
   return content.str();
+}
+
+MappedFile::MappedFile(const std::filesystem::path& path, ExitCode code_if_unreadable) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(code_if_unreadable, "{}: cannot be opened: {}", path.string(), std::strerror(errno));
+  struct stat status {};
+  if (::fstat(fd, &status) != 0) {
+    const int error_number = errno;
+    ::close(fd);
+    fail(code_if_unreadable, "{}: cannot be read: {}", path.string(), std::strerror(error_number));
+  }
+  size_ = static_cast<std::size_t>(status.st_size);
+  if (size_ > 0) {  // mmap refuses a length of 0; an empty file is an empty view
+    data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (data_ == MAP_FAILED) {
+      const int error_number = errno;
+      ::close(fd);
+      data_ = nullptr;
+      fail(code_if_unreadable, "{}: cannot be mapped: {}", path.string(), std::strerror(error_number));
+    }
+    ::madvise(data_, size_, MADV_SEQUENTIAL);
+  }
+  ::close(fd);
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(data_, size_);
 }
 
 }  // namespace tp

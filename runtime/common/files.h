@@ -25,4 +25,19 @@ ExitCode write_failure_class(int error_number);
 // Reads a whole file; on failure throws tp::Error of class `code_if_unreadable`, naming the path.
 std::string read_file(const std::filesystem::path& path, ExitCode code_if_unreadable);
 
+// A file's bytes mapped read-only, for reading a large file once without copying it (a packed shard's check).
+// Throws tp::Error of class `code_if_unreadable`, naming the path, when it cannot be opened or mapped.
+class MappedFile {
+ public:
+  MappedFile(const std::filesystem::path& path, ExitCode code_if_unreadable);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  std::string_view bytes() const { return {static_cast<const char*>(data_), size_}; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 }  // namespace tp

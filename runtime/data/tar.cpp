@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 
 #include "common/error.h"
 
@@ -74,26 +73,26 @@ void append_tar_member(std::string& out, const std::string& name, std::string_vi
 
 std::string tar_end() { return std::string(2 * kTarBlock, '\0'); }
 
-std::vector<TarMember> scan_tar(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(ExitCode::data, "{}: cannot be read", file.string());
+std::vector<TarMember> scan_tar(std::string_view archive, const std::string& name) {
   std::vector<TarMember> members;
   std::uint64_t offset = 0;
-  char header[kTarBlock];
   while (true) {
-    if (!in.read(header, kTarBlock)) fail(ExitCode::data, "{}: ends at byte {} without the tar end", file.string(), offset);
+    if (archive.size() - offset < kTarBlock) fail(ExitCode::data, "{}: ends at byte {} without the tar end", name, offset);
+    const char* header = archive.data() + offset;
     if (std::all_of(header, header + kTarBlock, [](char c) { return c == '\0'; })) return members;
     std::uint64_t size = 0, checksum = 0;
     if (!read_octal(header + kSize, 12, size) || !read_octal(header + kChecksum, 8, checksum) ||
         checksum != header_checksum(header)) {
-      fail(ExitCode::data, "{}: no tar header at byte {} (the archive is damaged)", file.string(), offset);
+      fail(ExitCode::data, "{}: no tar header at byte {} (the archive is damaged)", name, offset);
     }
-    const std::string name(header + kName, strnlen(header + kName, kNameLength));
+    std::string member(header + kName, strnlen(header + kName, kNameLength));
     const char type = header[kType];
-    if (type == '0' || type == '\0') members.push_back({name, offset + kTarBlock, size});
-    offset += tar_member_size(size);
-    in.seekg(static_cast<std::streamoff>(offset));
-    if (!in) fail(ExitCode::data, "{}: member '{}' at byte {} runs past the end", file.string(), name, offset);
+    const std::uint64_t next = offset + tar_member_size(size);
+    if (size > archive.size() || next > archive.size()) {
+      fail(ExitCode::data, "{}: member '{}' at byte {} runs past the end", name, member, offset);
+    }
+    if (type == '0' || type == '\0') members.push_back({std::move(member), offset + kTarBlock, size});
+    offset = next;
   }
 }
 

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,8 +27,8 @@ struct TarMember {
   std::uint64_t size = 0;
 };
 
-// The regular-file members of the archive `file`, in order. Throws tp::Error (data) naming the file and the
-// byte offset of a damaged or truncated header.
-std::vector<TarMember> scan_tar(const std::filesystem::path& file);
+// The regular-file members of the archive `archive` (its bytes), in order. Throws tp::Error (data) naming
+// `name` and the byte offset of a damaged or truncated header.
+std::vector<TarMember> scan_tar(std::string_view archive, const std::string& name);
 
 }  // namespace tp::data

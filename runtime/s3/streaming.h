@@ -76,6 +76,7 @@ class PrefetchCache {
   std::uint64_t clock_ = 0;
   std::exception_ptr error_;
   bool stopping_ = false;
+  bool fetcher_needs_room_ = false;  // the next object in the window waits for a release to evict something
   std::thread fetcher_;
 };
 

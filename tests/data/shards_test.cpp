@@ -34,7 +34,7 @@ TEST(Tar, MembersAreFoundAtTheirOffsetsAndGnuTarListsThem) {
   const std::string bytes = write_archive(dir / "a.tar", {{"s000000000.jpg", large}, {"s000000000.cls", "3"}, {"empty", ""}});
   EXPECT_EQ(bytes.size() % kTarBlock, 0u);
   EXPECT_EQ(bytes.size(), tar_member_size(1500) + tar_member_size(1) + tar_member_size(0) + 2 * kTarBlock);
-  const std::vector<TarMember> members = scan_tar(dir / "a.tar");
+  const std::vector<TarMember> members = scan_tar(bytes, "a.tar");
   ASSERT_EQ(members.size(), 3u);
   EXPECT_EQ(members[0].name, "s000000000.jpg");
   EXPECT_EQ(bytes.substr(members[0].offset, members[0].size), large);
@@ -53,16 +53,29 @@ TEST(Tar, ADamagedOrTruncatedArchiveIsAnErrorNamingTheFileAndTheByte) {
   std::string bytes = write_archive(dir / "a.tar", {{"one.jpg", std::string(700, 'a')}, {"two.jpg", "b"}});
   std::string damaged = bytes;
   damaged[tar_member_size(700) + 3] ^= 0x20;  // the second header's name
-  testing::write_text(dir / "damaged.tar", damaged);
   try {
-    scan_tar(dir / "damaged.tar");
+    scan_tar(damaged, "damaged.tar");
     FAIL() << "a damaged header was read";
   } catch (const Error& error) {
     EXPECT_EQ(error.code(), ExitCode::data);
     EXPECT_NE(std::string(error.what()).find("damaged.tar: no tar header at byte 1536"), std::string::npos) << error.what();
   }
-  testing::write_text(dir / "short.tar", bytes.substr(0, 1024));
-  EXPECT_THROW(scan_tar(dir / "short.tar"), Error);
+  EXPECT_THROW(scan_tar(bytes.substr(0, 1024), "short.tar"), Error);
+  // The first member says it is 1 GiB long (size field at byte 124; its header checksum made right again: the
+  // sum of the header's bytes with the checksum field, bytes 148-155, counted as spaces).
+  std::string oversized = bytes;
+  oversized.replace(124, 11, "10000000000");
+  std::fill(oversized.begin() + 148, oversized.begin() + 156, ' ');
+  const unsigned sum = std::accumulate(oversized.begin(), oversized.begin() + 512, 0u,
+                                       [](unsigned total, char c) { return total + static_cast<unsigned char>(c); });
+  oversized.replace(148, 7, fmt::format("{:06o}", sum) + '\0');
+  try {
+    scan_tar(oversized, "oversized.tar");
+    FAIL() << "a member past the end was read";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("oversized.tar: member 'one.jpg' at byte 0 runs past the end"),
+              std::string::npos) << error.what();
+  }
   EXPECT_THROW(append_tar_member(bytes, std::string(101, 'n'), "x"), Error);
 }
 
