@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <crcutil/generic_crc.h>
+#include <isa-l/crc64.h>
 
 #include <array>
 #include <stdexcept>
@@ -18,10 +19,12 @@
 namespace tp::s3 {
 namespace {
 
-// S3's CRC checksums, from Google's crcutil: CRC-64/NVME (x-amz-checksum-crc64nvme) and CRC-32C
-// (x-amz-checksum-crc32c; computed by common's crc32c, which uses the CPU's instruction, the table here only
-// combines CRCs). crcutil takes the polynomials reflected; "canonical" means initial and final values of all
-// ones, so a start value of 0 is the CRC of nothing and a CRC so far continues it.
+// S3's CRC checksums: CRC-64/NVME (x-amz-checksum-crc64nvme) computed by ISA-L's crc64_rocksoft_refl (the
+// same CRC under the name of the T10 protection information model; carry-less multiplication, about three
+// times crcutil's tables here) and CRC-32C (x-amz-checksum-crc32c) by common's crc32c, which uses the CPU's
+// crc32 instruction. Both start from 0 for the CRC of nothing and continue from a CRC so far. Google's crcutil
+// tables below only combine CRCs (ISA-L has no combination): crcutil takes the polynomials reflected;
+// "canonical" means initial and final values of all ones, the same convention.
 using CrcTable = crcutil::GenericCrc<crcutil::uint64, crcutil::uint64, crcutil::uint64, 4>;
 const CrcTable& crc64nvme_table() {
   static const CrcTable table(0x9A6C9329AC4BC9B5ull, 64, true);  // 0xAD93D23594C93659 reflected
@@ -102,7 +105,7 @@ void Digest::update(const void* data, std::size_t size) {
                                static_cast<std::uint32_t>(state_->crc));
       break;
     case Algorithm::crc64nvme:
-      state_->crc = crc64nvme_table().CrcDefault(bytes, size, state_->crc);
+      state_->crc = crc64_rocksoft_refl(state_->crc, bytes, size);
       break;
     default:
       EVP_DigestUpdate(state_->context, bytes, size);

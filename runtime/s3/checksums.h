@@ -1,6 +1,7 @@
 // Hashes and checksums S3 uses: SHA-256 and HMAC for SigV4, MD5 for ETags and Content-MD5, and the
 // x-amz-checksum-* algorithms (CRC64NVME, CRC32C, CRC32, SHA-1, SHA-256) that uploads send and downloads
-// verify. The CRCs come from Google's crcutil (Debian's libcrcutil-dev), CRC32 from zlib, the rest from OpenSSL.
+// verify. CRC-64/NVME comes from ISA-L, CRC-32C from crcutil (which also combines CRCs), CRC32 from zlib, the
+// rest from OpenSSL.
 #pragma once
 
 #include <cstddef>

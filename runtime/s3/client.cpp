@@ -104,9 +104,13 @@ std::string host_of(const std::string& endpoint) {
   return host;
 }
 
-// What to check for the refusals whose cause is on this side.
-std::string refusal_hint(const std::string& code) {
+// What to check for the refusals whose cause is on this side. MinIO refuses temporary credentials that expired
+// as an unknown access key (InvalidAccessKeyId) where AWS says ExpiredToken.
+std::string refusal_hint(const std::string& code, bool temporary_credentials) {
   if (code == "SignatureDoesNotMatch") return "; check the secret access key that goes with this access key";
+  if (code == "InvalidAccessKeyId" && temporary_credentials)
+    return "; the server knows no such access key: temporary credentials (these have a session token) are "
+           "refused so once they expire: get new ones";
   if (code == "InvalidAccessKeyId") return "; the server knows no such access key";
   if (code == "RequestTimeTooSkewed")
     return "; this machine's clock differs from the server's by more than 15 minutes: fix the clock (NTP)";
@@ -228,14 +232,17 @@ std::optional<std::string> Client::check(const http::Response& response, const s
   const std::string cause =
       fmt::format("HTTP {}{}{}", response.status, error.code.empty() ? "" : " " + error.code,
                   error.message.empty() ? "" : ": " + error.message);
-  // S3 may name a transient failure in the error body of another status (400 RequestTimeout).
+  // S3 may name a transient failure in the error body of another status (400 RequestTimeout), and a body
+  // that arrived other than it was sent (its checksum or signed SHA-256 differs: AWS's BadDigest, MinIO's
+  // XAmzContent*Mismatch) is sent again.
   if (http::transient_status(response.status) || error.code == "SlowDown" || error.code == "RequestTimeout" ||
-      error.code == "InternalError") {
+      error.code == "InternalError" || error.code == "BadDigest" || error.code == "XAmzContentChecksumMismatch" ||
+      error.code == "XAmzContentSHA256Mismatch") {
     return cause;
   }
   if (response.status == 401 || response.status == 403) {
     fail(ExitCode::usage, "{}: {} (credentials from {}{})", what, cause, connection_.credentials.source,
-         refusal_hint(error.code));
+         refusal_hint(error.code, !connection_.credentials.session_token.empty()));
   }
   if (response.status == 412)
     fail(ExitCode::network, "{}: the object changed on the server while it was read ({})", what, cause);
@@ -813,19 +820,20 @@ Client::Stored Client::put(http::Handle& handle, const std::string& bucket, cons
                                 : describe("PUT", bucket, key);
   FileDescriptor fd(::open(source.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) fail(ExitCode::output, "cannot read {}: {}", source.string(), std::strerror(errno));
+  // The bytes are not signed (UNSIGNED-PAYLOAD, as s5cmd and AWS's SDKs over https send them): their
+  // CRC64NVME is, in a signed header, and the server refuses bytes that do not match it. A SHA-256 of every
+  // byte sent would cost more CPU than the CRC and the upload together (docs/s3.md, "Checksums").
   Digest crc(Digest::Algorithm::crc64nvme);
-  Digest sha(Digest::Algorithm::sha256);
-  hash_file_range(source, fd.get(), begin, size, {&crc, &sha});
+  hash_file_range(source, fd.get(), begin, size, {&crc});
   Stored stored;
   stored.crc64nvme = crc.finish();
-  const std::string sha_hex = hex(sha.finish());
   retrying(what, [&]() -> std::optional<std::string> {
     Call call;
     call.method = "PUT";
     call.bucket = bucket;
     call.key = key;
     if (part) call.query = {{"partNumber", std::to_string(part->number)}, {"uploadId", part->upload_id}};
-    call.payload_sha256 = sha_hex;
+    call.payload_sha256 = std::string(kUnsignedPayload);
     // The server checks the bytes against it (400 BadDigest) and keeps it with the object.
     call.headers.emplace_back("x-amz-checksum-crc64nvme", base64(stored.crc64nvme));
     call.body = file_range_reader(fd.get(), begin, size);

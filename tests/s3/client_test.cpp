@@ -384,5 +384,33 @@ TEST_F(FaultTest, RetriesUploadsAndListings) {
   EXPECT_EQ(count(proxy->requests(), "PUT /test-bucket/data/second.bin"), 3);
 }
 
+// An upload whose bytes are damaged on the way (the proxy flips a byte of the body it forwards) is refused by
+// MinIO against the CRC64NVME header, whole and as one part of a multipart upload, and sent again: what is
+// stored is what was sent. The payload is not signed, so without the checksum the damaged bytes would be kept.
+TEST_F(FaultTest, AnUploadDamagedOnItsWayIsRefusedByItsChecksumAndSentAgain) {
+  auto settings = testing::fast_retries();
+  settings.part_size = 5 << 20;
+  settings.multipart_upload_threshold = 6 << 20;
+  std::unique_ptr<FaultProxy> proxy;
+  auto client = client_through(R"([{"method": "PUT", "path_contains": "damaged/small.bin", "fault": "corrupt_request", "times": 1},
+                                   {"method": "PUT", "path_contains": "partNumber=2", "fault": "corrupt_request", "times": 1}])",
+                               proxy, settings);
+  const std::string small = random_bytes(100 << 10, 21), large = random_bytes((12 << 20) + 3, 22);
+  put(*client, scratch_, "damaged/small.bin", small);
+  put(*client, scratch_, "damaged/large.bin", large);
+
+  const std::string log = proxy->requests();
+  EXPECT_EQ(count(log, "PUT /test-bucket/damaged/small.bin - corrupt_request"), 1) << log;
+  EXPECT_EQ(count(log, "PUT /test-bucket/damaged/small.bin - -"), 1) << log;
+  EXPECT_EQ(count(log, "partNumber=2&uploadId="), 2) << log;
+  Client direct(testing::test_connection(server_.endpoint()), settings);
+  for (const auto& [key, content] : {std::pair{"damaged/small.bin", &small}, std::pair{"damaged/large.bin", &large}}) {
+    const auto head = direct.head(S3Server::kBucket, key);
+    ASSERT_TRUE(head) << key;
+    direct.download(S3Server::kBucket, {{*head, scratch_ / "got.bin"}});
+    EXPECT_TRUE(read_all(scratch_ / "got.bin") == *content) << key << ": the damaged bytes were kept";
+  }
+}
+
 }  // namespace
 }  // namespace tp::s3

@@ -10,6 +10,7 @@ matching a rule with times left gets fault F instead of (or on top of) the upstr
   truncate   status, headers (full Content-Length) and half the body, then a clean close
   stall      status, headers and half the body, then silence
   corrupt    the whole body with one byte flipped
+  corrupt_request  the request's body sent upstream with one byte flipped (an upload damaged on its way)
   bad_checksum  the upstream answer with every x-amz-checksum-* value it sent made wrong (a wrong
              x-amz-checksum-crc32 header added when it sent none)
 "times": -1 means every time. An optional "probability" (0..1) applies the rule to only that share of
@@ -68,6 +69,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         upstream = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=60)
         headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+        if fault == "corrupt_request" and body:
+            body = bytes([body[0] ^ 0xFF]) + body[1:]
         upstream.request(self.command, self.path, body=body, headers=headers)
         response = upstream.getresponse()
         data = response.read()
