@@ -108,10 +108,10 @@ std::string host_of(const std::string& endpoint) {
 // as an unknown access key (InvalidAccessKeyId) where AWS says ExpiredToken.
 std::string refusal_hint(const std::string& code, bool temporary_credentials) {
   if (code == "SignatureDoesNotMatch") return "; check the secret access key that goes with this access key";
-  if (code == "InvalidAccessKeyId" && temporary_credentials)
-    return "; the server knows no such access key: temporary credentials (these have a session token) are "
-           "refused so once they expire: get new ones";
-  if (code == "InvalidAccessKeyId") return "; the server knows no such access key";
+  if (code == "InvalidAccessKeyId")
+    return temporary_credentials ? "; the server knows no such access key: temporary credentials (these have a "
+                                   "session token) are refused so once they expire: get new ones"
+                                 : "; the server knows no such access key";
   if (code == "RequestTimeTooSkewed")
     return "; this machine's clock differs from the server's by more than 15 minutes: fix the clock (NTP)";
   if (code == "ExpiredToken") return "; the session token has expired: get new temporary credentials";
