@@ -27,7 +27,8 @@ ARG TORCH_PACKAGES="torch==2.11.0 numpy==2.4.6"
 
 # ---- Debian 13's ISA-L (scripts/deps/debian13-on-12.txt), for every stage below -------------------------
 # Downloaded and checked against its SHA-256 once; the build stages install libisal-dev from here, the final
-# stages libisal2, through a mount that adds no layer.
+# stages libisal2. Copied, not bind-mounted: podman 4.3's buildah mounts nothing for a `from=` stage it took
+# from its cache (an empty /debs), and the copy is a layer of 150 KB.
 FROM debian:bookworm AS debian13-debs
 RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends curl \
     && rm -rf /var/lib/apt/lists/*
@@ -37,13 +38,13 @@ RUN /src/scripts/install-debian13-debs --download /debs
 
 # ---- cpu: Debian 12 and its LibTorch ----------------------------------------------------------------
 FROM debian:bookworm AS cpu-source
-RUN --mount=type=bind,from=debian13-debs,source=/debs,target=/debs \
-    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+COPY --from=debian13-debs /debs /tmp/debs
+RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       build-essential cmake ninja-build pkg-config libtorch-dev libgloo-dev libopenblas0-pthread libgit2-dev \
       libcurl4-openssl-dev libssl-dev libtomlplusplus-dev libcxxopts-dev libspdlog-dev nlohmann-json3-dev \
       libpng-dev libturbojpeg0-dev libjpeg-dev libcsv-dev libpugixml-dev zlib1g-dev libyaml-cpp-dev libcpp-httplib-dev \
-      libprotobuf-dev protobuf-compiler libcrcutil-dev /debs/libisal2_*.deb /debs/libisal-dev_*.deb \
-    && rm -rf /var/lib/apt/lists/*
+      libprotobuf-dev protobuf-compiler libcrcutil-dev /tmp/debs/libisal2_*.deb /tmp/debs/libisal-dev_*.deb \
+    && rm -rf /var/lib/apt/lists/* /tmp/debs
 COPY CMakeLists.txt /src/CMakeLists.txt
 COPY cmake /src/cmake
 COPY runtime /src/runtime
@@ -60,13 +61,13 @@ COPY build-image/trainpoint /out/trainpoint
 FROM cpu-${BINARY_FROM} AS cpu-binary
 
 FROM debian:bookworm AS cpu
-RUN --mount=type=bind,from=debian13-debs,source=/debs,target=/debs \
-    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+COPY --from=debian13-debs /debs /tmp/debs
+RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       ca-certificates libtorch1.13 libopenblas0-pthread libgit2-1.5 libcurl4 libssl3 libtomlplusplus3 \
       libspdlog1.10 libfmt9 libpng16-16 libturbojpeg0 libjpeg62-turbo libcsv3 libpugixml1v5 libyaml-cpp0.7 zlib1g libcpp-httplib0.11 \
-      libprotobuf32 libcrcutil0 /debs/libisal2_*.deb \
+      libprotobuf32 libcrcutil0 /tmp/debs/libisal2_*.deb \
       python3-torch python3-venv python3-pip \
-    && rm -rf /var/lib/apt/lists/* \
+    && rm -rf /var/lib/apt/lists/* /tmp/debs \
     && useradd --create-home --uid 1000 --user-group trainpoint
 COPY --from=cpu-binary /out/trainpoint /usr/local/bin/trainpoint
 USER 1000:1000
@@ -81,13 +82,13 @@ CMD ["run"]
 # toolkit). trainpoint links against that LibTorch, and command mode's Python programs use the same
 # libraries, as the cpu target shares Debian's libtorch1.13.
 FROM debian:bookworm AS gpu-runtime
-RUN --mount=type=bind,from=debian13-debs,source=/debs,target=/debs \
-    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+COPY --from=debian13-debs /debs /tmp/debs
+RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       ca-certificates libgit2-1.5 libcurl4 libssl3 libtomlplusplus3 libspdlog1.10 libfmt9 libpng16-16 libturbojpeg0 \
       libjpeg62-turbo libcsv3 libpugixml1v5 libyaml-cpp0.7 zlib1g libgomp1 libcpp-httplib0.11 libprotobuf32 libcrcutil0 \
-      /debs/libisal2_*.deb \
+      /tmp/debs/libisal2_*.deb \
       python3 python3-venv python3-pip \
-    && rm -rf /var/lib/apt/lists/* \
+    && rm -rf /var/lib/apt/lists/* /tmp/debs \
     && useradd --create-home --uid 1000 --user-group trainpoint
 
 # torch from PyPI, or (TORCH_FROM=context) from wheels downloaded beforehand into build-image/wheels, mounted
@@ -105,13 +106,13 @@ FROM gpu-torch-${TORCH_FROM} AS gpu-torch
 
 # Compiled as the wheel line compiles it (scripts/configure-torch-wheel), with NVIDIA's CUDA toolkit wheels.
 FROM gpu-torch AS gpu-source
-RUN --mount=type=bind,from=debian13-debs,source=/debs,target=/debs \
-    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+COPY --from=debian13-debs /debs /tmp/debs
+RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       build-essential cmake ninja-build pkg-config libgit2-dev libcurl4-openssl-dev libssl-dev libtomlplusplus-dev \
       libcxxopts-dev libspdlog-dev nlohmann-json3-dev libpng-dev libturbojpeg0-dev libjpeg-dev libcsv-dev \
       libpugixml-dev zlib1g-dev libyaml-cpp-dev libcpp-httplib-dev libprotobuf-dev protobuf-compiler libcrcutil-dev \
-      /debs/libisal-dev_*.deb \
-    && rm -rf /var/lib/apt/lists/* \
+      /tmp/debs/libisal-dev_*.deb \
+    && rm -rf /var/lib/apt/lists/* /tmp/debs \
     && /opt/venv/bin/pip install --no-cache-dir "cuda-toolkit[nvcc,crt,nvvm,cccl]==13.0.2"
 COPY CMakeLists.txt /src/CMakeLists.txt
 COPY cmake /src/cmake
