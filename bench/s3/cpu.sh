@@ -23,7 +23,7 @@ mkdir -p "$work/source"
 if [ "$set_name" = large ]; then
   head -c $((1 << 30)) /dev/urandom >"$work/source/blob.bin"
   "$trainpoint" cp "$work/source/blob.bin" s3://bench/blob.bin >/dev/null
-  trainpoint_command=("$trainpoint" cp --parallelism 8 s3://bench/blob.bin "$work/mnt/blob.bin")
+  trainpoint_command=("$trainpoint" cp s3://bench/blob.bin "$work/mnt/blob.bin")
   curl_command=("${curl_signed[@]}" -o "$work/mnt/blob.bin" "$AWS_ENDPOINT_URL/bench/blob.bin")
 else
   for i in $(seq 0 1999); do head -c $((100 * 1024)) /dev/urandom >"$work/source/img$i.bin"; done

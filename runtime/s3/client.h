@@ -2,10 +2,11 @@
 // parallel for large objects), PutObject and multipart upload. Every request is retried under http/retry.h's
 // policy on 5xx, 429/SlowDown, timeouts, resets and truncated bodies; a cut download resumes with Range.
 //
-// Memory: each transfer in flight holds one libcurl receive buffer (http::Settings::receive_buffer_bytes,
-// 128 KiB) and writes straight to its file with pwrite; uploads read 1 MiB at a time to hash, and libcurl's
-// 64 KiB upload buffer to send. So transfers use at most parallelism x (128 KiB + 1 MiB + 64 KiB), plus
-// the listing (about 200 bytes per key) and one XML page (1 MiB cap). tests/s3 checks the bound.
+// Memory: each download in flight holds one libcurl receive buffer (http::Settings::receive_buffer_bytes,
+// 128 KiB) and gathers what it receives into writes of up to 1 MiB; uploads read 1 MiB at a time to hash,
+// and libcurl's 64 KiB upload buffer to send. So transfers use at most parallelism x (128 KiB + 1 MiB +
+// 64 KiB), plus the listing (about 200 bytes per key) and one XML page (1 MiB cap). tests/s3 checks the
+// bound.
 #pragma once
 
 #include <atomic>

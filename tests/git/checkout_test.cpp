@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
-#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -546,24 +545,8 @@ TEST_F(GitCheckoutTest, UnreadableCacheEntryIsRebuilt) {
 
 // --- full disk ---------------------------------------------------------------------------------
 
-class SmallDisk {
- public:
-  explicit SmallDisk(const fs::path& path, const std::string& size = "1m") : path_(path) {
-    fs::create_directories(path);
-    mounted_ = ::mount("tmpfs", path.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
-  }
-  ~SmallDisk() {
-    if (mounted_) ::umount(path_.c_str());
-  }
-  bool mounted() const { return mounted_; }
-
- private:
-  fs::path path_;
-  bool mounted_;
-};
-
 TEST_F(GitCheckoutTest, FullWorkdirDiskIsStorageClassAndLeavesNoPartialCheckout) {
-  SmallDisk disk(temp_ / "small");
+  testing::SmallDisk disk(temp_ / "small");
   if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root / CAP_SYS_ADMIN)";
   auto req = request(servers_.git_url("big.git"), "main", "small");
   req.cache_dir = temp_ / "cache";
@@ -579,7 +562,7 @@ TEST_F(GitCheckoutTest, FullWorkdirDiskIsStorageClassAndLeavesNoPartialCheckout)
 TEST_F(GitCheckoutTest, DiskFullWhileWritingTheFilesIsStorageClassAndLeavesNoPartialCheckout) {
   // Cache and work directory on one 5 MiB disk: the 3 MiB pack fits and is hard-linked into the checkout,
   // then writing the 3 MiB file does not fit.
-  SmallDisk disk(temp_ / "one", "5m");
+  testing::SmallDisk disk(temp_ / "one", "5m");
   if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root / CAP_SYS_ADMIN)";
   auto req = request(servers_.git_url("big.git"), "main", "one/work");
   req.cache_dir = temp_ / "one" / "cache";
@@ -592,7 +575,7 @@ TEST_F(GitCheckoutTest, DiskFullWhileWritingTheFilesIsStorageClassAndLeavesNoPar
 }
 
 TEST_F(GitCheckoutTest, FullCacheDiskIsStorageClass) {
-  SmallDisk disk(temp_ / "small-cache");
+  testing::SmallDisk disk(temp_ / "small-cache");
   if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root / CAP_SYS_ADMIN)";
   auto req = request(servers_.git_url("big.git"), "main");
   req.cache_dir = temp_ / "small-cache";

@@ -1,7 +1,6 @@
 // `trainpoint preflight` and the checks `trainpoint run` starts with, against real causes: a git
 // daemon and a file:// repository, MinIO (its own refusals: signatures, clocks, policies), a port nothing listens on, a path that cannot be written.
 #include <gtest/gtest.h>
-#include <sys/mount.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -153,14 +152,8 @@ TEST_F(Preflight, MissingLocalDataIsADataError) {
 
 // A 16 MiB tmpfs as the work directory: less than the 1 GiB of headroom the disk check asks for.
 TEST_F(Preflight, SmallWorkdirDiskIsAStorageError) {
-  fs::create_directories(workdir());
-  if (::mount("tmpfs", workdir().c_str(), "tmpfs", 0, "size=16m") != 0) {
-    GTEST_SKIP() << "cannot mount a tmpfs here (needs root / CAP_SYS_ADMIN)";
-  }
-  struct Unmount {
-    std::string path;
-    ~Unmount() { ::umount(path.c_str()); }
-  } unmount{workdir()};
+  testing::SmallDisk disk(workdir(), "16m");
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root / CAP_SYS_ADMIN)";
   const auto result = trainpoint("preflight", file_url(), "main");
   EXPECT_EQ(result.exit_code, 201) << result.output;
   EXPECT_TRUE(contains(result.output, "preflight check 'disk' failed: the work directory " + workdir() + " has ")) << result.output;

@@ -3,8 +3,11 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "common/error.h"
 #include "s3/checksums.h"
@@ -177,6 +180,68 @@ TEST_F(ClientTest, UploadsKeepACrc64nvmeThatDownloadsVerify) {
     }
     client.download(S3Server::kBucket, {{*head, scratch_ / "got.bin"}});
     EXPECT_TRUE(read_all(scratch_ / "got.bin") == (key == "sums/small.bin" ? small : large)) << key;
+  }
+}
+
+// A large object whose ranges' CRCs combine into its stored one comes as one range per connection; one
+// verified by the MD5 in its ETag (uploaded by curl, without a checksum) in part-size ranges, which land in
+// order while the rest download, so the MD5 keeps up.
+TEST_F(ClientTest, ALargeObjectComesAsOneRangePerConnectionUnlessItsMd5IsTakenInOrder) {
+  auto settings = testing::fast_retries();
+  settings.parallelism = 4;
+  settings.part_size = 5 << 20;
+  settings.parallel_download_threshold = 6 << 20;
+  const std::string content = random_bytes((40 << 20) + 3, 21);
+  Client direct(testing::test_connection(server_.endpoint()), settings);
+  const ObjectInfo with_crc = put(direct, scratch_, "ranges/crc.bin", content);
+  const std::string file = (scratch_ / "upload.bin").string();
+  const std::string url = server_.endpoint() + "/" + S3Server::kBucket + "/ranges/md5.bin";
+  testing::run_checked("curl -sS --fail --aws-sigv4 aws:amz:us-east-1:s3 --user " +
+                       std::string(S3Server::kAccessKey) + ":" + S3Server::kSecretKey +
+                       " -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -T " + file + " " + url);
+  const auto with_md5 = direct.head(S3Server::kBucket, "ranges/md5.bin");
+  ASSERT_TRUE(with_md5);
+  ASSERT_TRUE(etag_is_md5(with_md5->etag)) << with_md5->etag;
+
+  FaultProxy proxy(server_.port(), "[]");
+  Client client(testing::test_connection(proxy.endpoint()), settings);
+  client.download(S3Server::kBucket, {{with_crc, scratch_ / "crc.bin"}, {*with_md5, scratch_ / "md5.bin"}});
+  EXPECT_TRUE(read_all(scratch_ / "crc.bin") == content);
+  EXPECT_TRUE(read_all(scratch_ / "md5.bin") == content);
+  const std::string log = proxy.requests();
+  auto ranged_gets = [&](const std::string& key) {
+    std::istringstream lines(log);
+    int count = 0;
+    for (std::string line; std::getline(lines, line);) {
+      count += line.rfind("GET /" + std::string(S3Server::kBucket) + "/" + key + " bytes=", 0) == 0;
+    }
+    return count;
+  };
+  EXPECT_EQ(ranged_gets("ranges/crc.bin"), 4) << log;  // 40 MiB + 3 in 4 ranges of 10 MiB + 1
+  EXPECT_NE(log.find("ranges/crc.bin bytes=0-10485760 "), std::string::npos) << log;
+  EXPECT_EQ(ranged_gets("ranges/md5.bin"), 9) << log;  // in 5 MiB ranges
+}
+
+// A download that fills the disk: a storage error naming the file and the full disk, and nothing left
+// behind, a large object's ranges and a whole object alike.
+TEST_F(ClientTest, ADownloadThatFillsTheDiskIsAStorageErrorAndLeavesNoFile) {
+  testing::SmallDisk disk(scratch_ / "small", "4m");
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here (needs root / CAP_SYS_ADMIN)";
+  auto settings = testing::fast_retries();
+  settings.part_size = 5 << 20;
+  settings.parallel_download_threshold = 6 << 20;
+  Client client(testing::test_connection(server_.endpoint()), settings);
+  for (const std::size_t size : {std::size_t{12} << 20, std::size_t{5} << 20}) {
+    const ObjectInfo stored = put(client, scratch_, "full/blob.bin", random_bytes(size, 5));
+    try {
+      client.download(S3Server::kBucket, {{stored, scratch_ / "small" / "blob.bin"}});
+      ADD_FAILURE() << size << " bytes fitted on a 4 MiB disk";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ExitCode::storage) << error.what();
+      EXPECT_NE(std::string(error.what()).find("full/blob.bin"), std::string::npos) << error.what();
+      EXPECT_NE(std::string(error.what()).find(std::strerror(ENOSPC)), std::string::npos) << error.what();
+    }
+    EXPECT_TRUE(fs::is_empty(scratch_ / "small")) << size;
   }
 }
 
