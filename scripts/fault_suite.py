@@ -16,10 +16,11 @@
   git-http PORT ROOT USER PASSWORD       git's smart HTTP (git http-backend as CGI) for the repositories under ROOT,
                                          answering 401 unless Basic auth gives USER and PASSWORD
   grep-secrets FILE_OF_SECRETS PATH...   count each secret (bytes) in every file under PATHs; prints hits
-  assume-role ENDPOINT KEY SECRET [SECONDS]
-                                         temporary credentials for that user from the server's STS (AssumeRole,
-                                         valid SECONDS, default 3600): key, secret and token on one line
-                                         (scripts/fault-suite, scripts/expired-token-check)
+  assume-role ENDPOINT [SECONDS]         temporary credentials from the server's STS (AssumeRole, valid SECONDS,
+                                         default 3600) for the user whose key and secret are in the environment
+                                         (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY: no secret in an argument):
+                                         key, secret and token on one line (scripts/fault-suite,
+                                         scripts/expired-token-check)
 """
 import hashlib
 import os
@@ -254,13 +255,15 @@ def grep_secrets(secrets_file, paths):
     sys.exit(1 if hits else 0)
 
 
-def assume_role(endpoint, access_key, secret_key, duration_seconds="3600"):
-    """Temporary credentials from the S3 server's STS (MinIO's AssumeRole): key, secret, token on one line."""
+def assume_role(endpoint, duration_seconds="3600"):
+    """Temporary credentials from the S3 server's STS (MinIO's AssumeRole) for the user whose keys are in
+    AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY: key, secret, token on one line."""
     import botocore.session
 
     sts = botocore.session.get_session().create_client(
         "sts", endpoint_url=endpoint, region_name="us-east-1",
-        aws_access_key_id=access_key, aws_secret_access_key=secret_key)
+        aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"])
     answer = sts.assume_role(RoleArn="arn:aws:iam::000000000000:role/fault", RoleSessionName="fault",
                              DurationSeconds=int(duration_seconds))["Credentials"]
     print(answer["AccessKeyId"], answer["SecretAccessKey"], answer["SessionToken"])

@@ -61,10 +61,12 @@ class FileDescriptor {
 // CPU spinning on that lock with small writes (perf, docs/benchmarks.md).
 class GatheringWriter {
  public:
-  // capacity: the most this writer will gather (a small object's size, else kWriteChunk).
-  GatheringWriter(int fd, std::size_t capacity) : fd_(fd) { pending_.reserve(capacity); }
-  // Writes [data, data + size) at offset, now or together with the next contiguous pieces. false when a
-  // write failed (error() has its errno).
+  // bytes_expected: what the download will write at most (a small object gathers its size, no more).
+  GatheringWriter(int fd, std::uint64_t bytes_expected) : fd_(fd) {
+    pending_.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(bytes_expected, kWriteChunk)));
+  }
+  // Writes [data, data + size) at offset, now or together with the next contiguous pieces. false once a
+  // write has failed (error() has its errno).
   bool write(const char* data, std::size_t size, std::uint64_t offset) {
     if (!pending_.empty() && offset != pending_offset_ + pending_.size() && !flush()) return false;
     if (pending_.empty()) pending_offset_ = offset;
@@ -84,7 +86,7 @@ class GatheringWriter {
       done += static_cast<std::size_t>(wrote);
     }
     pending_.clear();
-    return true;
+    return error_ == 0;
   }
   int error() const { return error_; }
 
@@ -276,11 +278,10 @@ std::optional<std::string> Client::check(const http::Response& response, const s
   // S3 may name a transient failure in the error body of another status (400 RequestTimeout), and a body
   // that arrived other than it was sent (its checksum or signed SHA-256 differs: AWS's BadDigest, MinIO's
   // XAmzContent*Mismatch) is sent again.
-  if (http::transient_status(response.status) || error.code == "SlowDown" || error.code == "RequestTimeout" ||
-      error.code == "InternalError" || error.code == "BadDigest" || error.code == "XAmzContentChecksumMismatch" ||
-      error.code == "XAmzContentSHA256Mismatch") {
-    return cause;
-  }
+  static const std::set<std::string> kRetriedCodes = {
+      "SlowDown", "RequestTimeout", "InternalError", "BadDigest", "XAmzContentChecksumMismatch",
+      "XAmzContentSHA256Mismatch"};
+  if (http::transient_status(response.status) || kRetriedCodes.count(error.code) != 0) return cause;
   if (response.status == 401 || response.status == 403) {
     fail(ExitCode::usage, "{}: {} (credentials from {}{})", what, cause, connection_.credentials.source,
          refusal_hint(error.code, !connection_.credentials.session_token.empty()));
@@ -476,9 +477,9 @@ void Client::download(const std::string& bucket, const std::vector<DownloadItem>
     for (auto& large : large_objects) {
       const ObjectInfo& object = large->item->object;
       large->checksum = combinable_checksum(lease.get(), bucket, object);
-      // With a CRC, one range per connection: fewer, longer GETs cost the server less (MinIO opens the object
-      // for each; docs/benchmarks.md). An MD5 is taken in order as ranges land, so there ranges stay
-      // part-size and land one after another while the rest download.
+      // With a CRC, one range per connection: fewer, longer GETs were faster against MinIO than many short
+      // ones (docs/benchmarks.md). An MD5 is taken in order as ranges land, so there ranges stay part-size
+      // and land one after another while the rest download.
       const auto connections = static_cast<std::uint64_t>(settings_.parallelism);
       large->range_size = large->checksum
                               ? std::max(settings_.part_size, (object.size + connections - 1) / connections)
@@ -588,7 +589,7 @@ void Client::download_whole(http::Handle& handle, const std::string& bucket, con
   const std::string what = describe("GET", bucket, object.key);
   const fs::path temporary = temporary_sibling(item.target);
   FileDescriptor fd(open_for_writing(temporary));
-  GatheringWriter writer(fd.get(), static_cast<std::size_t>(std::min<std::uint64_t>(object.size, 1 << 20)));
+  GatheringWriter writer(fd.get(), object.size);
   struct Progress {
     std::uint64_t written = 0;
     Digest md5{Digest::Algorithm::md5};
@@ -628,7 +629,7 @@ void Client::download_whole(http::Handle& handle, const std::string& bucket, con
         return true;
       };
       const http::Response response = send(handle, call);
-      if (!writer.flush() || writer.error() != 0) {
+      if (!writer.flush()) {
         fail(write_failure_class(writer.error()), "{}: cannot write {}: {}", what, temporary.string(),
              std::strerror(writer.error()));
       }
@@ -678,7 +679,7 @@ void Client::download_range(http::Handle& handle, const std::string& bucket, con
                             std::uint64_t begin, std::uint64_t end, Digest* checksum) {
   const std::string what = fmt::format("{} bytes {}-{}", describe("GET", bucket, object.key), begin, end);
   std::uint64_t position = begin;
-  GatheringWriter writer(fd, static_cast<std::size_t>(std::min<std::uint64_t>(end + 1 - begin, 1 << 20)));
+  GatheringWriter writer(fd, end + 1 - begin);
   retrying(what, [&]() -> std::optional<std::string> {
     Call call;
     call.method = "GET";
@@ -698,7 +699,7 @@ void Client::download_range(http::Handle& handle, const std::string& bucket, con
       return true;
     };
     const http::Response response = send(handle, call);
-    if (!writer.flush() || writer.error() != 0) {
+    if (!writer.flush()) {
       fail(write_failure_class(writer.error()), "{}: cannot write: {}", what, std::strerror(writer.error()));
     }
     if (whole_object_sent) fail(ExitCode::network, "{}: the server ignored the Range header", what);

@@ -18,6 +18,7 @@
 #include "git/git_servers.h"
 #include "git/tcp_proxy.h"
 #include "support/process.h"
+#include "support/small_disk.h"
 #include "support/temp_dir.h"
 
 namespace tp::git {

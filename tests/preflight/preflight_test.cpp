@@ -8,6 +8,7 @@
 #include "s3/s3_server.h"
 #include "support/background_process.h"
 #include "support/process.h"
+#include "support/small_disk.h"
 #include "support/temp_dir.h"
 
 namespace tp {

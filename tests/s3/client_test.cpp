@@ -14,6 +14,7 @@
 #include "s3/client.h"
 #include "s3_server.h"
 #include "support/process.h"
+#include "support/small_disk.h"
 
 namespace tp::s3 {
 namespace {

@@ -1,7 +1,5 @@
 #include "support/temp_dir.h"
 
-#include <sys/mount.h>
-
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -18,15 +16,6 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ignored;
   std::filesystem::remove_all(path_, ignored);
-}
-
-SmallDisk::SmallDisk(const std::filesystem::path& path, const std::string& size) : path_(path) {
-  std::filesystem::create_directories(path);
-  mounted_ = ::mount("tmpfs", path.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
-}
-
-SmallDisk::~SmallDisk() {
-  if (mounted_) ::umount(path_.c_str());
 }
 
 void write_text(const std::filesystem::path& path, const std::string& text) {

@@ -20,21 +20,6 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// A tmpfs of `size` (mount's size= option) mounted at `path` until the end of a test: a disk that fills up.
-// Mounting needs root (CAP_SYS_ADMIN): a test checks mounted() and skips without it.
-class SmallDisk {
- public:
-  explicit SmallDisk(const std::filesystem::path& path, const std::string& size = "1m");
-  ~SmallDisk();
-  SmallDisk(const SmallDisk&) = delete;
-  SmallDisk& operator=(const SmallDisk&) = delete;
-  bool mounted() const { return mounted_; }
-
- private:
-  std::filesystem::path path_;
-  bool mounted_;
-};
-
 void write_text(const std::filesystem::path& path, const std::string& text);
 // The file's content; empty when it cannot be read.
 std::string read_text(const std::filesystem::path& path);
