@@ -477,9 +477,9 @@ void Client::download(const std::string& bucket, const std::vector<DownloadItem>
     for (auto& large : large_objects) {
       const ObjectInfo& object = large->item->object;
       large->checksum = combinable_checksum(lease.get(), bucket, object);
-      // With a CRC, one range per connection: fewer, longer GETs were faster against MinIO than many short
-      // ones (docs/benchmarks.md). An MD5 is taken in order as ranges land, so there ranges stay part-size
-      // and land one after another while the rest download.
+      // With a CRC, one range per connection: fewer, longer GETs were faster against a loaded MinIO than
+      // many short ones (docs/benchmarks.md). An MD5 is taken in order as ranges land, so there ranges
+      // stay part-size and land one after another while the rest download.
       const auto connections = static_cast<std::uint64_t>(settings_.parallelism);
       large->range_size = large->checksum
                               ? std::max(settings_.part_size, (object.size + connections - 1) / connections)
