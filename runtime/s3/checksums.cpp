@@ -22,9 +22,9 @@ namespace {
 // S3's CRC checksums: CRC-64/NVME (x-amz-checksum-crc64nvme) computed by ISA-L's crc64_rocksoft_refl (the
 // same CRC under the name of the T10 protection information model; carry-less multiplication, 4.6 times
 // crcutil's tables here: bench/s3/checksum_speed) and CRC-32C (x-amz-checksum-crc32c) by common's crc32c,
-// which uses the CPU's crc32 instruction. Both start from 0 for the CRC of nothing and continue from a CRC so far. Google's crcutil
-// tables below only combine CRCs (ISA-L has no combination): crcutil takes the polynomials reflected;
-// "canonical" means initial and final values of all ones, the same convention.
+// which uses the CPU's crc32 instruction. Both start from 0 for the CRC of nothing and continue from a CRC
+// so far. Google's crcutil tables below only combine CRCs (ISA-L has no combination): crcutil takes the
+// polynomials reflected; "canonical" means initial and final values of all ones, the same convention.
 using CrcTable = crcutil::GenericCrc<crcutil::uint64, crcutil::uint64, crcutil::uint64, 4>;
 const CrcTable& crc64nvme_table() {
   static const CrcTable table(0x9A6C9329AC4BC9B5ull, 64, true);  // 0xAD93D23594C93659 reflected

@@ -195,7 +195,7 @@ TEST_F(ClientTest, ALargeObjectComesAsOneRangePerConnectionUnlessItsMd5IsTakenIn
   const std::string content = random_bytes((40 << 20) + 3, 21);
   Client direct(testing::test_connection(server_.endpoint()), settings);
   const ObjectInfo with_crc = put(direct, scratch_, "ranges/crc.bin", content);
-  const std::string file = (scratch_ / "upload.bin").string();
+  const std::string file = (scratch_ / "upload.bin").string();  // the content, as put() left it
   const std::string url = server_.endpoint() + "/" + S3Server::kBucket + "/ranges/md5.bin";
   testing::run_checked("curl -sS --fail --aws-sigv4 aws:amz:us-east-1:s3 --user " +
                        std::string(S3Server::kAccessKey) + ":" + S3Server::kSecretKey +
