@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <stdexcept>
 
 #include "common/error.h"
 
@@ -13,14 +14,33 @@ namespace {
 
 using nlohmann::json;
 
+// nlohmann's get<std::uint64_t>() casts whatever number it finds (undefined for 1e75, -1 wraps), so a
+// count from a file someone else wrote is checked to be a whole number of 0 or more first.
+std::uint64_t count_value(const json& value, std::string_view key) {
+  if (!value.is_number_unsigned()) {
+    const std::string found = value.is_number() ? value.dump() : std::string(value.type_name());
+    throw std::invalid_argument(fmt::format("\"{}\" is {}, not a whole number of 0 or more", key, found));
+  }
+  return value.get<std::uint64_t>();
+}
+
+// `trainpoint pack` writes a CRC32C as 8 hex digits; std::stoul would take a sign, spaces or a longer number.
+std::uint32_t crc32c_value(const json& value) {
+  const std::string text = value.get<std::string>();
+  if (text.size() != 8 || text.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
+    throw std::invalid_argument(fmt::format("\"crc32c\" is \"{}\", not 8 hex digits", text));
+  }
+  return static_cast<std::uint32_t>(std::stoul(text, nullptr, 16));
+}
+
 ShardSet parse_set(const json& value, const std::string& where, const std::string& name, const ShardIndex& index) {
   ShardSet set;
   for (const json& item : value.at("shards")) {
     ShardInfo shard;
     shard.name = item.at("name").get<std::string>();
-    shard.samples = item.at("samples").get<std::uint64_t>();
-    shard.bytes = item.at("bytes").get<std::uint64_t>();
-    shard.crc32c = static_cast<std::uint32_t>(std::stoul(item.at("crc32c").get<std::string>(), nullptr, 16));
+    shard.samples = count_value(item.at("samples"), "samples");
+    shard.bytes = count_value(item.at("bytes"), "bytes");
+    shard.crc32c = crc32c_value(item.at("crc32c"));
     shard.targets = item.at("targets").get<std::vector<double>>();
     const auto context = [&] { return fmt::format("{}: {} shard {}", where, name, shard.name); };
     if (shard.name.empty() || shard.name.find('/') != std::string::npos || shard.name.front() == '.') {
@@ -75,14 +95,16 @@ ShardIndex parse_shard_index(std::string_view text, const std::string& where) {
   if (document.is_discarded() || !document.is_object()) {
     fail(ExitCode::data, "{}: not JSON: a shard index is the index.json `trainpoint pack` writes", where);
   }
-  if (document.value("format", "") != kShardIndexFormat) {
-    fail(ExitCode::data, "{}: \"format\" is not \"{}\": not an index `trainpoint pack` wrote", where, kShardIndexFormat);
-  }
-  if (document.value("version", 0) != kShardIndexVersion) {
-    fail(ExitCode::data, "{}: version {} (this trainpoint reads version {}: pack the data again)", where,
-         document.value("version", 0), kShardIndexVersion);
-  }
   try {
+    if (document.value("format", json()) != kShardIndexFormat) {
+      fail(ExitCode::data, "{}: \"format\" is not \"{}\": not an index `trainpoint pack` wrote", where,
+           kShardIndexFormat);
+    }
+    const json version = document.value("version", json());
+    if (!version.is_number_unsigned() || version.get<std::uint64_t>() != kShardIndexVersion) {
+      fail(ExitCode::data, "{}: version {} (this trainpoint reads version {}: pack the data again)", where,
+           version.dump(), kShardIndexVersion);
+    }
     ShardIndex index;
     index.task = document.at("task").get<std::string>();
     if (index.task != "classification" && index.task != "regression") {
@@ -90,7 +112,7 @@ ShardIndex parse_shard_index(std::string_view text, const std::string& where) {
     }
     index.classes = document.value("classes", std::vector<std::string>{});
     index.source = document.value("source", "");
-    index.seed = document.value("seed", std::uint64_t{0});
+    index.seed = document.contains("seed") ? count_value(document.at("seed"), "seed") : 0;
     index.train = parse_set(document.at("train"), where, "train", index);
     if (document.contains("valid")) index.valid = parse_set(document.at("valid"), where, "valid", index);
     if (index.train.shards.empty()) fail(ExitCode::data, "{}: no training shards", where);

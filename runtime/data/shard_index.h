@@ -12,7 +12,7 @@ namespace tp::data {
 
 inline constexpr const char* kShardIndexFile = "index.json";
 inline constexpr const char* kShardIndexFormat = "trainpoint-shards";
-inline constexpr int kShardIndexVersion = 1;
+inline constexpr std::uint64_t kShardIndexVersion = 1;
 
 struct ShardInfo {
   std::string name;  // train-000000.tar: a file beside index.json

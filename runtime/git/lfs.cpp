@@ -175,21 +175,31 @@ class Downloader {
       fail(ExitCode::source, "the LFS server {} answered without an objects list", endpoint_);
     }
     for (const json& object : response["objects"]) {
-      const std::string oid = object.value("oid", "");
-      const auto pointer =
-          std::find_if(pointers.begin(), pointers.end(), [&](auto& p) { return p.oid == oid; });
-      if (pointer == pointers.end()) continue;
-      if (object.contains("error")) {
-        fail(ExitCode::source, "LFS object {} is not available from {}: {} {}", oid, endpoint_,
-             object["error"].value("code", 0), object["error"].value("message", ""));
-      }
-      const json& action = object["actions"]["download"];
+      std::string oid;
+      auto pointer = pointers.end();
+      std::string href;
       http::Headers headers;
-      if (action.contains("header")) {
-        for (const auto& [name, value] : action["header"].items())
-          headers.emplace_back(name, value.get<std::string>());
+      // at() and typed reads throw on a missing key or a wrong type; const operator[] would be undefined.
+      try {
+        oid = object.value("oid", "");
+        pointer = std::find_if(pointers.begin(), pointers.end(), [&](auto& p) { return p.oid == oid; });
+        if (pointer == pointers.end()) continue;
+        if (object.contains("error")) {
+          const json& error = object.at("error");
+          fail(ExitCode::source, "LFS object {} is not available from {}: {} {}", oid, endpoint_,
+               error.value("code", json()).dump(), error.value("message", ""));
+        }
+        const json& action = object.at("actions").at("download");
+        href = action.at("href").get<std::string>();
+        if (action.contains("header")) {
+          for (const auto& [name, value] : action.at("header").items())
+            headers.emplace_back(name, value.get<std::string>());
+        }
+      } catch (const json::exception&) {
+        rethrow_as(ExitCode::source, "the LFS server {} answered for object '{}' without a download action",
+                   endpoint_, oid);
       }
-      fetch_object(*pointer, action.at("href").get<std::string>(), headers);
+      fetch_object(*pointer, href, headers);
     }
   }
 

@@ -36,7 +36,7 @@ TEST(FileStore, ListsEveryFileInFilesystemPathsOrder) {
   testing::TempDir dir;
   std::vector<fs::path> expected;
   for (const std::string& folder : kParts) {
-    for (const std::string& file : {"a-b.jpg", "a.png", "a", "b c.JPG"}) {
+    for (const char* file : {"a-b.jpg", "a.png", "a", "b c.JPG"}) {
       fs::create_directories(dir.path() / folder);
       std::ofstream(dir.path() / folder / file) << folder;
       expected.push_back(dir.path() / folder / file);

@@ -112,6 +112,24 @@ TEST(ShardIndex, WhatIsWrittenIsReadBackAndABadIndexNamesTheFileAndTheShard) {
   index.train.shards[1].targets = {1};
   index.train.shards[1].name = "../x.tar";
   EXPECT_NE(message(shard_index_json(index)).find("is not a file name beside the index"), std::string::npos);
+
+  // Counts and checksums a JSON number or string can hold but a shard cannot (the fuzzer's 1e75 among them).
+  index.train.shards[1].name = "train-000001.tar";
+  const std::string good = shard_index_json(index);
+  const auto refused_with = [&](const std::string& from, const std::string& to, const std::string& expected) {
+    std::string text = good;
+    const std::size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    const std::string error = message(text.replace(at, from.size(), to));
+    EXPECT_NE(error.find(expected), std::string::npos) << error;
+  };
+  refused_with("\"samples\":1,", "\"samples\":1e75,", "\"samples\" is 1e+75, not a whole number of 0 or more");
+  refused_with("\"samples\":1,", "\"samples\":-1,", "\"samples\" is -1,");
+  refused_with("\"bytes\":3072", "\"bytes\":3072.5", "\"bytes\" is 3072.5,");
+  refused_with("\"seed\":0", "\"seed\":\"7\"", "\"seed\" is string,");
+  refused_with("\"crc32c\":\"00000007\"", "\"crc32c\":\"-7\"", "\"crc32c\" is \"-7\", not 8 hex digits");
+  refused_with("\"format\":\"trainpoint-shards\"", "\"format\":2", "\"format\" is not \"trainpoint-shards\"");
+  refused_with("\"version\":1", "\"version\":1e75", "version 1e+75 (this trainpoint reads version 1");
 }
 
 SamplerOptions shards_of(std::vector<std::size_t> sizes, std::size_t buffer, int rank = 0, int world = 1) {

@@ -708,6 +708,23 @@ TEST_F(GitCheckoutTest, LfsCorruptObjectFails) {
   EXPECT_TRUE(checkout_entries().empty());
 }
 
+TEST_F(GitCheckoutTest, AnLfsObjectTheServerLacksOrOffersNoDownloadForIsNamed) {
+  const std::string oid = servers_.value("LFS_OID");
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"lfsgone.git", {"LFS object " + oid + " is not available from ", ": 404 Object does not exist"}},
+      {"lfsodd.git", {"answered for object '" + oid + "' without a download action"}}};
+  for (const auto& [repo, expected] : cases) {
+    auto req = request(servers_.https_url(repo), "main");
+    req.ca_bundle = servers_.ca_file();
+    const Failure failure = expect_failure(req);
+    EXPECT_EQ(failure.code, ExitCode::source) << repo;
+    for (const std::string& part : expected) {
+      EXPECT_NE(failure.message.find(part), std::string::npos) << failure.message;
+    }
+    EXPECT_TRUE(checkout_entries().empty()) << repo;
+  }
+}
+
 TEST_F(GitCheckoutTest, LfsCanBeSwitchedOff) {
   auto req = request(file_url(servers_.repos() / "lfs.git"), "main");
   req.lfs = false;

@@ -3,7 +3,8 @@
 
 Objects are read from <repo>/lfs/objects, git-lfs's layout for bare repositories. nginx passes
 REPOS (the repositories' root), LFS_REPO (/name.git), LFS_PATH (the path after info/lfs) and
-LFS_BASE (this endpoint's URL). An object whose file is named <oid>.corrupt is served corrupted.
+LFS_BASE (this endpoint's URL). An object with a file <oid>.corrupt beside it is served corrupted; one with
+<oid>.noaction is listed without a download action; a missing object gets the batch API's error 404.
 """
 import json
 import os
@@ -28,7 +29,9 @@ if path == "/objects/batch" and os.environ.get("REQUEST_METHOD") == "POST":
     objects = []
     for item in request["objects"]:
         entry = {"oid": item["oid"], "size": item["size"]}
-        if os.path.exists(object_file(item["oid"])):
+        if os.path.exists(object_file(item["oid"]) + ".noaction"):
+            entry["actions"] = {}
+        elif os.path.exists(object_file(item["oid"])):
             entry["authenticated"] = True
             entry["actions"] = {"download": {"href": f"{base}/download/{item['oid']}"}}
         else:

@@ -104,6 +104,11 @@ cp -r "$lfs/.git/lfs/objects" "$repos/lfs.git/lfs/objects"
 # lfsbad: the same, but its LFS server serves the object with one bit flipped.
 cp -r "$repos/lfs.git" "$repos/lfsbad.git"
 touch "$repos/lfsbad.git/lfs/objects/${lfs_oid:0:2}/${lfs_oid:2:2}/$lfs_oid.corrupt"
+# lfsgone: its LFS server has no objects (error 404); lfsodd: it lists the object without a download action.
+cp -r "$repos/lfs.git" "$repos/lfsgone.git"
+rm -r "$repos/lfsgone.git/lfs/objects"
+cp -r "$repos/lfs.git" "$repos/lfsodd.git"
+touch "$repos/lfsodd.git/lfs/objects/${lfs_oid:0:2}/${lfs_oid:2:2}/$lfs_oid.noaction"
 cd "$root"
 
 # TLS: a CA made here, and a certificate for 127.0.0.1 signed by it; and an unrelated CA.

@@ -27,7 +27,7 @@ preflight::Request local_request(const testing::TempDir& dir, std::map<std::stri
   preflight::Request request;
   request.workdir = dir.path();
   request.load_spec = [&dir] {
-    return preflight::SpecInRepo{spec::load_string(kSpec, {}, "train.toml").spec, dir.path()};
+    return preflight::SpecInRepo{spec::load_string(kSpec, {}, "train.toml").spec, dir.path(), ""};
   };
   request.environment = [environment](const std::string& name) -> std::optional<std::string> {
     const auto found = environment.find(name);
@@ -76,7 +76,7 @@ TEST(PreflightReport, AnOutputWithAnotherRunsCheckpointsFailsTheResumeCheck) {
   EXPECT_TRUE(fs::exists(checkpoint));
 
   request.load_spec = [&dir] {
-    return preflight::SpecInRepo{spec::load_string(kSpec, {"train.lr=0.5"}, "train.toml").spec, dir.path()};
+    return preflight::SpecInRepo{spec::load_string(kSpec, {"train.lr=0.5"}, "train.toml").spec, dir.path(), ""};
   };
   EXPECT_EQ(check(preflight::run(request), "resume").status, preflight::Status::passed) << "its own run resumes";
 }
@@ -85,7 +85,7 @@ TEST(PreflightReport, AnInvalidSpecSkipsEverythingThatNeedsIt) {
   testing::TempDir dir;
   preflight::Request request = local_request(dir);
   request.load_spec = []() -> preflight::SpecInRepo {
-    return {spec::load_string("[train]\nlr = -1\n", {}, "train.toml").spec, {}};
+    return {spec::load_string("[train]\nlr = -1\n", {}, "train.toml").spec, {}, ""};
   };
   const preflight::Report report = preflight::run(request);
   ASSERT_NE(report.first_failure(), nullptr);

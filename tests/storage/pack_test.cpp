@@ -279,7 +279,7 @@ TEST_F(Shards, ACorruptShardIsNamedWithItsChecksum) {
   bytes[bytes.size() / 2] ^= 0x01;  // one bit inside an image
   testing::write_text(victim, bytes);
   upload(dir_ / "shards", "s3://test-bucket/corrupt");
-  for (const std::string source : {(dir_ / "shards").string(), std::string("s3://test-bucket/corrupt")}) {
+  for (const std::string& source : {(dir_ / "shards").string(), std::string("s3://test-bucket/corrupt")}) {
     const std::string error = read_epoch(open(source));
     EXPECT_NE(error.find(index.train.shards[1].name + ": CRC32C "), std::string::npos) << error;
     EXPECT_NE(error.find("the shard is corrupt"), std::string::npos) << error;
