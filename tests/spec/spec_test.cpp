@@ -257,8 +257,14 @@ TEST(Spec, DescriptionWithValidSourceLoadsAgain) {
   EXPECT_EQ(load_string(text, {}, "described.toml").spec.data.valid_source, "b");
 }
 
-// Found by tests/fuzz (spec): a bare word given with --set was taken even when not UTF-8.
+// Found by tests/fuzz (spec): a bare word given with --set was taken even when not UTF-8, and so was a
+// job.env entry's value (its description then did not load).
 TEST(Spec, OverrideBareWordMustBeUtf8) {
+  EXPECT_EQ(load_error(kMinimal, {"job.env.GREETING=caf\xe9"}),
+            "--set job.env.GREETING=caf\xe9: job.env.GREETING: the value is not valid UTF-8");
+  EXPECT_EQ(load_string(kMinimal, {"job.command=[\"true\"]", "job.env.GREETING=café"}, "train.toml")
+                .spec.job.env.at("GREETING"),
+            "café");
   EXPECT_EQ(load_error(kMinimal, {"job.name=caf\xe9"}), "--set job.name=caf\xe9: job.name: the value is not valid UTF-8");
   EXPECT_EQ(load_error(kMinimal, {"job.name=\xed\xa0\x80"}).find("not valid UTF-8") != std::string::npos, true);
   EXPECT_EQ(load_string(kMinimal, {"job.name=café"}, "train.toml").spec.job.name, "café");
