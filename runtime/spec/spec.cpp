@@ -375,7 +375,8 @@ class Loader {
       // job.env.NAME=value: one entry of a table, taken as it is (a string).
       const std::string name = key.substr(table->key.size() + 1);
       check_environment_name(table->key, name, at);
-      if (!valid_utf8(text)) fail(ExitCode::spec, "{}: {}: the value is not valid UTF-8", at, key);
+      // The value is not shown: an environment entry may hold a secret.
+      if (!valid_utf8(text)) fail(ExitCode::spec, "--set {}=...: {}: the value is not valid UTF-8", key, key);
       auto entries = std::get<std::map<std::string, std::string>>(table->read(loaded_.spec));
       entries[name] = text;
       set(*table, entries, "--set");

@@ -261,7 +261,7 @@ TEST(Spec, DescriptionWithValidSourceLoadsAgain) {
 // job.env entry's value (its description then did not load).
 TEST(Spec, OverrideBareWordMustBeUtf8) {
   EXPECT_EQ(load_error(kMinimal, {"job.env.GREETING=caf\xe9"}),
-            "--set job.env.GREETING=caf\xe9: job.env.GREETING: the value is not valid UTF-8");
+            "--set job.env.GREETING=...: job.env.GREETING: the value is not valid UTF-8");
   EXPECT_EQ(load_string(kMinimal, {"job.command=[\"true\"]", "job.env.GREETING=café"}, "train.toml")
                 .spec.job.env.at("GREETING"),
             "café");
