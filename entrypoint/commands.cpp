@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 #if TRAINPOINT_WITH_CUDA
 #include <cuda_runtime_api.h>
+#include <fmt/ranges.h>
 #endif
 
 #include <cstdio>
@@ -383,18 +384,22 @@ int render_job(const cli::Options& options) {
   return 0;
 }
 
-// A CUDA build names the CUDA runtime it loaded and the GPUs it sees (a CUDA LibTorch runs on a machine
-// without one, on the CPU); a CPU build says it has no CUDA.
+// A CUDA build names the CUDA runtime it loaded and the GPUs it sees, by name (a CUDA LibTorch runs on a
+// machine without one, on the CPU); a CPU build says it has no CUDA.
 std::string cuda_description() {
 #if TRAINPOINT_WITH_CUDA
   int runtime = 0;
   if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) {
     return "runtime version unknown (cudaRuntimeGetVersion failed)";
   }
-  const std::string gpus = torch::cuda::is_available()
-                               ? fmt::format("{} GPU(s) visible", torch::cuda::device_count())
-                               : "no GPU visible";
-  return fmt::format("{}.{}, {}", runtime / 1000, runtime % 1000 / 10, gpus);
+  if (!torch::cuda::is_available()) return fmt::format("{}.{}, no GPU visible", runtime / 1000, runtime % 1000 / 10);
+  std::vector<std::string> names;
+  for (int device = 0; device < static_cast<int>(torch::cuda::device_count()); ++device) {
+    cudaDeviceProp properties{};
+    names.push_back(cudaGetDeviceProperties(&properties, device) == cudaSuccess ? properties.name : "unnamed");
+  }
+  return fmt::format("{}.{}, {} GPU(s) visible: {}", runtime / 1000, runtime % 1000 / 10, names.size(),
+                     fmt::join(names, ", "));
 #else
   return "not built (CPU-only LibTorch)";
 #endif

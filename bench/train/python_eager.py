@@ -1,16 +1,32 @@
-"""Training step throughput of the same architectures in Python PyTorch eager mode (Debian's python3-torch):
-nn.Module, cross-entropy, backward, SGD with momentum, synthetic data. One JSON line, as tp-train-bench.
+"""Training step throughput of the same architectures in Python PyTorch eager mode: nn.Module, cross-entropy,
+backward, SGD with momentum, synthetic data. One JSON line, as tp-train-bench.
+ARCH is small_cnn (trainpoint's) or a torchvision.models name (resnet18, resnet50...).
 With --channels-last, the model and inputs in channels_last memory format (what trainpoint does by default for
-its convolutional nets; a Python user has to ask for it). bench/train/run.sh runs that variant with
-OPENBLAS_NUM_THREADS set as well and calls it "python eager, tuned".
-usage: python_eager.py ARCH BATCH SIZE CHANNELS STEPS THREADS [--channels-last]"""
+its convolutional nets; a Python user has to ask for it). bench/train/run.sh runs that variant on the CPU with
+OPENBLAS_NUM_THREADS set as well: without --device (run.sh's form) it is named "python eager, tuned".
+--device cpu|cuda: on cuda, model and synthetic batch on GPU 0 and cudnn.benchmark on, as trainpoint does on a
+GPU; TF32 as PyTorch's defaults have it (cuDNN's convolutions, not matmuls), as in trainpoint; the clock starts
+and stops after torch.cuda.synchronize(). With --device the engine is "python eager" whatever the memory format: the fields
+device, precision, channels_last and ddp tell the runs apart (scripts/gpu-check's table names engines so).
+--precision bf16|fp16: torch.autocast around forward and loss (fp16 with a GradScaler on cuda; torch 1.13's
+CPU autocast has bf16 only).
+--ddp: the model in DistributedDataParallel at world size 1 (NCCL on cuda, Gloo on cpu), engine "python DDP".
+--warmup: untimed steps first (5).
+usage: python_eager.py ARCH BATCH SIZE CHANNELS STEPS THREADS [--channels-last] [--device cpu|cuda]
+       [--precision fp32|bf16|fp16] [--ddp] [--warmup N]"""
+import argparse
+import contextlib
 import json
-import sys
+import os
+import socket
 import time
 
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 class SmallCNN(nn.Module):
@@ -30,40 +46,102 @@ class SmallCNN(nn.Module):
         return self.fc2(x)
 
 
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("arch")
+    for name in ("batch", "size", "channels", "steps", "threads"):
+        parser.add_argument(name, type=int)
+    parser.add_argument("--channels-last", action="store_true")
+    parser.add_argument("--device", choices=("cpu", "cuda"))  # None: run.sh's form, on the CPU
+    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
+    parser.add_argument("--ddp", action="store_true")
+    parser.add_argument("--warmup", type=int, default=5)
+    return parser.parse_args()
+
+
+def join_single_process_group(device):
+    """Rank 0 of a process group of one, rendezvous on a free loopback port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # One process on this machine: loopback is all the collectives need (the GPU machine has no network).
+    os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group("nccl" if device == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=0, world_size=1)
+
+
+def engine_name(args):
+    if args.ddp:
+        return "python DDP"
+    return "python eager, tuned" if args.channels_last and args.device is None else "python eager"
+
+
 def main():
-    channels_last = "--channels-last" in sys.argv
-    args = [a for a in sys.argv[1:] if a != "--channels-last"]
-    arch, batch, size, channels, steps, threads = args[0], *map(int, args[1:])
-    torch.set_num_threads(threads)
+    args = parse_args()
+    device = args.device or "cpu"
+    torch.set_num_threads(args.threads)
     torch.manual_seed(1)
-    if arch == "small_cnn":
-        model = SmallCNN(channels, size, 10)
+    if device == "cuda":
+        torch.cuda.set_device(0)
+        torch.backends.cudnn.benchmark = True
+    if args.arch == "small_cnn":
+        model = SmallCNN(args.channels, args.size, 10)
     else:
         import torchvision
-        model = getattr(torchvision.models, arch)(num_classes=10)
-        if channels != 3:
-            model.conv1 = nn.Conv2d(channels, 64, 7, 2, 3, bias=False)
-    model.train()
-    inputs = torch.randn(batch, channels, size, size)
-    if channels_last:
+        model = getattr(torchvision.models, args.arch)(num_classes=10)
+        if args.channels != 3:
+            model.conv1 = nn.Conv2d(args.channels, 64, 7, 2, 3, bias=False)
+    model = model.to(device).train()
+    inputs = torch.randn(args.batch, args.channels, args.size, args.size, device=device)
+    labels = torch.randint(0, 10, (args.batch,), device=device)
+    if args.channels_last:
         model = model.to(memory_format=torch.channels_last)
         inputs = inputs.contiguous(memory_format=torch.channels_last)
+    if args.ddp:
+        join_single_process_group(device)
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[0] if device == "cuda" else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    labels = torch.randint(0, 10, (batch,))
+    scaler = torch.amp.GradScaler("cuda") if args.precision == "fp16" and device == "cuda" else None
+
+    def autocast():
+        if args.precision == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(device, dtype=AUTOCAST_DTYPES[args.precision])
 
     def step():
         optimizer.zero_grad()
-        F.cross_entropy(model(inputs), labels).backward()
-        optimizer.step()
+        with autocast():
+            loss = F.cross_entropy(model(inputs), labels)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
 
-    for _ in range(5):
+    def synchronize():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    for _ in range(args.warmup):
         step()
+    synchronize()
     started, cpu_started = time.perf_counter(), time.process_time()
-    for _ in range(steps):
+    for _ in range(args.steps):
         step()
+    synchronize()
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    print(json.dumps({"engine": "python eager, tuned" if channels_last else "python eager", "config": f"{arch} batch {batch}, {channels}x{size}x{size}", "images_per_s": round(batch * steps / seconds, 1),
-                      "images_per_cpu_s": round(batch * steps / cpu, 1)}))
+    if args.ddp:
+        dist.destroy_process_group()
+    images = args.batch * args.steps
+    print(json.dumps({"engine": engine_name(args),
+                      "config": f"{args.arch} batch {args.batch}, {args.channels}x{args.size}x{args.size}",
+                      "images_per_s": round(images / seconds, 1), "images_per_cpu_s": round(images / cpu, 1),
+                      "device": device, "precision": args.precision, "channels_last": args.channels_last,
+                      "ddp": args.ddp}))
 
 
 main()

@@ -1,20 +1,66 @@
-// Training step throughput of a built-in model (as trainpoint's trainer runs it: the TorchScript module op by op,
-// in channels_last memory format for the convolutional nets (train.channels_last = "auto"), cross-entropy,
-// backward, SGD with momentum) on synthetic data. Prints one JSON line with images per
-// second and per CPU-second (process CPU time, which holds up when other work shares the cores).
-// usage: tp-train-bench ARCH BATCH SIZE CHANNELS STEPS THREADS
+// Training step throughput of a built-in model as trainpoint's trainer runs it, on synthetic data already on the
+// device: the model placed by the trainer's place_model (channels_last for the convolutional nets, as
+// train.channels_last = "auto"; cuDNN's algorithm search on a GPU), its forward under train.precision's autocast
+// (train/precision.h), cross-entropy, backward, and apply_gradients with the trainer's SGD and momentum
+// (train/foreach_sgd.h; --sgd loop: LibTorch's, a few kernels per parameter); each step timed as
+// the trainer times it. On a GPU, --step-timer says how: "events" (the trainer's: CUDA events read every 50
+// steps, where the trainer reads its losses) or "synchronize" (the host waits for the GPU twice a step, which
+// is how the trainer timed steps before), to show what a synchronisation per step costs.
+// Prints one JSON line with images per second and per CPU-second (process CPU time, which holds up when
+// other work shares the cores).
+// usage: tp-train-bench ARCH BATCH SIZE CHANNELS STEPS THREADS [--device cpu|cuda] [--precision fp32|bf16|fp16]
+//                       [--step-timer events|synchronize] [--sgd foreach|loop]
 #include <torch/script.h>
 #include <torch/torch.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <map>
 
 #include "measure/cpu_time.h"
 #include "model/model.h"
+#include "spec/spec.h"
+#include "train/foreach_sgd.h"
+#include "train/gpu_step_time.h"
+#include "train/precision.h"
+#include "train/training_step.h"
+
+#if TRAINPOINT_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace {
+
+// Until the GPU has done all the work queued so far.
+void wait_for(c10::Device device) {
+#if TRAINPOINT_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::device_synchronize();
+#else
+  (void)device;
+#endif
+}
+
+// --name value pairs after the positional arguments.
+std::map<std::string, std::string> options(int argc, char** argv, int first) {
+  std::map<std::string, std::string> values{
+      {"--device", "cpu"}, {"--precision", "fp32"}, {"--step-timer", "events"}, {"--sgd", "foreach"}};
+  for (int i = first; i + 1 < argc; i += 2) {
+    if (!values.count(argv[i])) {
+      std::fprintf(stderr, "tp-train-bench: unknown option %s\n", argv[i]);
+      std::exit(2);
+    }
+    values[argv[i]] = argv[i + 1];
+  }
+  return values;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 7) {
-    std::fprintf(stderr, "usage: tp-train-bench ARCH BATCH SIZE CHANNELS STEPS THREADS\n");
+  if (argc < 7 || (argc - 7) % 2 != 0) {
+    std::fprintf(stderr, "usage: tp-train-bench ARCH BATCH SIZE CHANNELS STEPS THREADS [--device cpu|cuda] "
+                         "[--precision fp32|bf16|fp16] [--step-timer events|synchronize] [--sgd foreach|loop]\n");
     return 2;
   }
   const std::string arch = argv[1];
@@ -23,43 +69,83 @@ int main(int argc, char** argv) {
   const int channels = std::atoi(argv[4]);
   const int steps = std::atoi(argv[5]);
   tp::model::set_compute_threads(std::atoi(argv[6]));  // LibTorch's and OpenBLAS's, as the entrypoint does
+  auto option = options(argc, argv, 7);
+  const c10::Device device(option["--device"] == "cuda" ? c10::kCUDA : c10::kCPU, 0);
+  const bool synchronize_each_step = option["--step-timer"] == "synchronize";
 
-  tp::spec::ModelSpec model_spec;
-  model_spec.arch = arch;
+  tp::spec::Spec spec = tp::spec::load_string("[data]\nsource = \"unused\"\n[model]\narch = \"" + arch +
+                                                  "\"\n[train]\noptimizer = \"sgd\"\nlr = 0.01\nmomentum = 0.9\n"
+                                                  "weight_decay = 0.0\nprecision = \"" + option["--precision"] + "\"\n",
+                                              {}, "tp-train-bench")
+                             .spec;
   tp::data::Schema schema;
   schema.input_shape = {channels, size, size};
   schema.num_outputs = 10;
-  torch::jit::Module model = tp::model::create(model_spec, schema, ".", 1);
-  tp::model::configure_process_for_training();  // as the trainer does
-  const bool channels_last = tp::model::is_built_in_convnet(model_spec);  // as train.channels_last = "auto"
-  std::vector<torch::Tensor> parameters;
-  for (const auto& parameter : model.parameters()) {
-    if (channels_last && parameter.dim() == 4) {
-      torch::NoGradGuard no_grad;
-      parameter.set_data(parameter.to(parameter.options(), false, false, at::MemoryFormat::ChannelsLast));
-    }
-    parameters.push_back(parameter);
-  }
-  torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(0.01).momentum(0.9));
+  torch::jit::Module model = tp::model::create(spec.model, schema, ".", 1);
+  const tp::train::Parameters placed = tp::train::place_model(model, spec, device);
+  const bool channels_last = tp::train::uses_channels_last(spec);
+  const auto sgd_options = torch::optim::SGDOptions(0.01).momentum(0.9);
+  std::unique_ptr<torch::optim::Optimizer> optimizer =
+      option["--sgd"] == "loop" ? std::make_unique<torch::optim::SGD>(placed.tensors, sgd_options)
+                                : std::make_unique<tp::train::ForeachSGD>(placed.tensors, sgd_options);
+  tp::train::Precision precision(spec.train.precision, device);
   model.train();
-  torch::Tensor inputs = torch::randn({batch, channels, size, size});
+  torch::Tensor inputs = torch::randn({batch, channels, size, size}, torch::TensorOptions(device));
   if (channels_last) inputs = inputs.to(inputs.options(), false, false, at::MemoryFormat::ChannelsLast);
-  const torch::Tensor labels = torch::randint(0, 10, {batch}, torch::kLong);
+  const torch::Tensor labels = torch::randint(0, 10, {batch}, torch::TensorOptions(device).dtype(torch::kLong));
 
-  const auto step = [&] {
-    optimizer.zero_grad();
-    torch::nn::functional::cross_entropy(model.forward({inputs}).toTensor(), labels).backward();
-    optimizer.step();
+  tp::train::StepTimer timer;
+  const auto gpu_timer = tp::train::GpuStepTimer::on(device);
+  const auto wait_for_gpu = [&] {
+    if (synchronize_each_step) wait_for(device);
   };
-  for (int i = 0; i < 5; ++i) step();  // warm-up, including the TorchScript executor's profiling runs
+  std::vector<torch::Tensor> losses;
+  std::int64_t step_number = 0, timed_steps = 0;
+  // The trainer's read point: the losses copied to the host at once, then the steps' GPU times taken.
+  const auto read_losses = [&] {
+    if (losses.empty()) return;
+    torch::stack(losses).cpu();
+    losses.clear();
+    if (gpu_timer) {
+      for (; timed_steps < step_number; ++timed_steps) gpu_timer->take(timed_steps + 1);
+    }
+  };
+  const auto enter = [&](tp::train::StepPart part) {
+    timer.enter(part);
+    if (gpu_timer) gpu_timer->enter(part);
+  };
+  const auto step = [&] {
+    enter(tp::train::StepPart::forward_backward);
+    optimizer->zero_grad();
+    const torch::Tensor loss = tp::train::loss_of(precision.forward(model, inputs), labels, schema);
+    precision.scaled(loss).backward();
+    losses.push_back(loss.detach());
+    wait_for_gpu();
+    enter(tp::train::StepPart::optimizer);
+    tp::train::apply_gradients(precision, placed.tensors, spec.train, *optimizer);
+    wait_for_gpu();
+    timer.end_step();
+    if (gpu_timer) gpu_timer->end_step(++step_number);
+    if (losses.size() == 50) read_losses();
+  };
+  timer.start();
+  if (gpu_timer) gpu_timer->start();
+  for (int i = 0; i < 5; ++i) step();  // warm-up: the TorchScript executor's profiling runs, cuDNN's search
+  read_losses();
+  wait_for(device);
   const auto started = std::chrono::steady_clock::now();
   const double cpu_started = tp::bench::process_cpu_seconds();
   for (int i = 0; i < steps; ++i) step();
+  read_losses();
+  wait_for(device);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const double cpu = tp::bench::process_cpu_seconds() - cpu_started;
   std::printf(
-      "{\"engine\": \"trainpoint\", \"config\": \"%s batch %d, %dx%dx%d\", \"images_per_s\": %.1f, "
+      "{\"engine\": \"trainpoint\", \"config\": \"%s batch %d, %dx%dx%d\", \"device\": \"%s\", \"precision\": "
+      "\"%s\", \"channels_last\": %s, \"step_timer\": \"%s\", \"sgd\": \"%s\", \"images_per_s\": %.1f, "
       "\"images_per_cpu_s\": %.1f}\n",
-      arch.c_str(), batch, channels, size, size, batch * steps / seconds, batch * steps / cpu);
+      arch.c_str(), batch, channels, size, size, device.is_cuda() ? "cuda" : "cpu", option["--precision"].c_str(),
+      channels_last ? "true" : "false", option["--step-timer"].c_str(), option["--sgd"].c_str(),
+      batch * steps / seconds, batch * steps / cpu);
   return 0;
 }

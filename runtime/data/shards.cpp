@@ -133,9 +133,7 @@ class ShardStore final : public FileStore {
     ShardMembers& members = shard.entry->members;
     if (members.images.empty() || members.device != status.st_dev || members.inode != status.st_ino) {
       try {
-        spdlog::warn("CHECK start {}", local.string());
         members = check_shard(shard, local, status);
-        spdlog::warn("CHECK end {}", local.string());
       } catch (const Error& error) {
         throw BrokenStore(error.code(), error.what());
       }
@@ -266,7 +264,6 @@ Datasets open_shards(const spec::DataSpec& spec, const fs::path& root, std::uint
   spdlog::info("shards in {}: {} training samples in {} shards ({:.1f} MiB), {} validation samples in {} shards",
                directory.string(), index.train.samples(), index.train.shards.size(),
                static_cast<double>(index.train.bytes()) / (1 << 20), index.valid.samples(), index.valid.shards.size());
-  spdlog::warn("INDEXCHECKED");
   auto shard_store = std::make_shared<const ShardStore>(store, directory, index);
   Datasets datasets = open_images(spec, seed, shard_store,
                                   {samples_of(index.train, index, directory), samples_of(index.valid, index, directory)});

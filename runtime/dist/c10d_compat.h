@@ -3,7 +3,8 @@
 // c10d::ProcessGroup; in 2.x from c10d::Backend. Autocast took the device as an argument from 2.4 on; before,
 // CPU and CUDA had their own functions. 2.x throws typed distributed errors (c10::DistError); 1.13 does not.
 // From 2.4 the TCPStore server uses libuv by default, which a LibTorch built without it refuses. 2.5 moved the
-// CUDA allocator's statistics types to c10::CachingDeviceAllocator.
+// CUDA allocator's statistics types to c10::CachingDeviceAllocator. An optimizer's per-parameter state is keyed
+// by the parameter's TensorImpl address: as a string in 1.13, as the pointer in 2.x.
 #pragma once
 
 #include <ATen/autocast_mode.h>
@@ -14,7 +15,9 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <sstream>
 #include <string>
+#include <type_traits>
 #ifdef TRAINPOINT_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -97,6 +100,18 @@ inline void leave_nccl_failures_to_the_caller() {
 #else
   setenv("NCCL_ASYNC_ERROR_HANDLING", "0", 1);
 #endif
+}
+
+// The key of `parameter`'s entry in a torch::optim optimizer's `state` map (StateMap: its type).
+template <typename StateMap>
+typename StateMap::key_type optimizer_state_key(const at::Tensor& parameter) {
+  if constexpr (std::is_same_v<typename StateMap::key_type, std::string>) {
+    std::ostringstream address;  // as 1.13's c10::guts::to_string writes it
+    address << parameter.unsafeGetTensorImpl();
+    return address.str();
+  } else {
+    return parameter.unsafeGetTensorImpl();
+  }
 }
 
 #ifdef TRAINPOINT_WITH_CUDA

@@ -3,10 +3,6 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
-#if TRAINPOINT_WITH_CUDA
-#include <c10/cuda/CUDAStream.h>
-#endif
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -31,6 +27,7 @@
 #include "telemetry/tensorboard.h"
 #include "train/checkpoint.h"
 #include "train/evaluation.h"
+#include "train/gpu_step_time.h"
 #include "train/monitor.h"
 #include "train/precision.h"
 #include "train/report.h"
@@ -90,16 +87,6 @@ void write_model(torch::jit::Module& model, const fs::path& output_dir) {
 // Rank 0's answer to a question only it can answer, on every rank.
 bool agreed_by_rank_0(bool answer, dist::Communicator& communicator) {
   return dist::any_rank(communicator, communicator.rank() == 0 && answer);
-}
-
-// On a GPU, waits for the work this rank queued on its compute stream, so that the step timer charges it to
-// the part that queued it. The gradients' all-reduce runs on its own stream and is not waited for here.
-void wait_for_device(c10::Device device) {
-#if TRAINPOINT_WITH_CUDA
-  if (device.is_cuda()) c10::cuda::getCurrentCUDAStream(device.index()).synchronize();
-#else
-  (void)device;
-#endif
 }
 
 // How long an epoch's end waits for the sinks to write its records before publishing their files: a sink that
@@ -179,10 +166,11 @@ struct TrainedEpoch {
 // steps add up.
 struct EpochSteps {
   EpochSteps(std::int64_t index, std::int64_t first_sample, std::vector<std::size_t> samples,
-             const data::Datasets& data, const data::LoaderOptions& options)
+             const data::Datasets& data, const data::LoaderOptions& options, c10::Device device)
       : first_sample(first_sample),
         indices(std::move(samples)),
         loader(data.train, indices, index, options),
+        gpu_timer(GpuStepTimer::on(device)),
         losses(index) {
     trained.index = index;
   }
@@ -192,9 +180,19 @@ struct EpochSteps {
   const std::vector<std::size_t> indices;
   data::Loader loader;
   std::optional<log::Progress> progress;  // rank 0 speaks for the job
-  StepTimer timer;
+  StepTimer timer;  // the host's time, which decides the read points
+  std::unique_ptr<GpuStepTimer> gpu_timer;  // on a GPU, where its time goes: the records' step times
   StepLosses losses;
   std::int64_t step_samples = 0;  // this rank's, in the current step
+
+  void start_timing() {
+    timer.start();
+    if (gpu_timer) gpu_timer->start();
+  }
+  void enter(StepPart part) {
+    timer.enter(part);
+    if (gpu_timer) gpu_timer->enter(part);
+  }
 };
 
 // The checkpoint a stop request saved, and how long it took.
@@ -463,19 +461,19 @@ TrainedEpoch Fit::train_epoch(std::int64_t index) {
   enter_fine_tune_phase(index);
   // An interrupted epoch goes on with the samples of its global order not trained yet.
   EpochSteps epoch(index, position_.samples_done, samples_.of_rank(index, position_.samples_done), data_,
-              loader_options(spec_, device_));
+                     loader_options(spec_, device_), device_);
   if (writer_) {
     epoch.progress.emplace(fmt::format("epoch {}/{}", index + 1, spec_.train.epochs), epoch.loader.num_batches(),
                            "batches");
   }
   monitor_->start_epoch(index + 1);
-  epoch.timer.start();
+  epoch.start_timing();
   epoch.trained.totals = std::exchange(resumed_totals_, Totals{});  // the interrupted epoch's so far, once
   epoch.trained.lr = peak_lr_;
   try {
     while (auto next = next_batch(epoch.loader, communicator_, position_.step)) {
       const auto batch = on_device(std::move(*next), device_, uses_channels_last(spec_));
-      epoch.timer.enter(StepPart::forward_backward);
+      epoch.enter(StepPart::forward_backward);
       // With accumulation, gradients are summed locally over `accumulate` batches and averaged across ranks
       // only on the last one (DDP's no_sync).
       const std::size_t position = epoch.loader.position();
@@ -493,7 +491,7 @@ TrainedEpoch Fit::train_epoch(std::int64_t index) {
       if (stepping) {
         take_step(epoch);
       } else {
-        epoch.timer.enter(StepPart::data_wait);
+        epoch.enter(StepPart::data_wait);
       }
     }
   } catch (const c10::Error& error) {
@@ -523,14 +521,12 @@ void Fit::train_batch(EpochSteps& epoch, const data::Batch& batch, bool stepping
 // The optimizer step on the averaged gradients, then, at a read point, the losses read and the ranks'
 // agreement on stopping or failing; the step's records.
 void Fit::take_step(EpochSteps& epoch) {
-  wait_for_device(device_);
-  epoch.timer.enter(StepPart::allreduce);
+  epoch.enter(StepPart::allreduce);
   if (synchronizer_) synchronizer_->finish();
-  epoch.timer.enter(StepPart::optimizer);
+  epoch.enter(StepPart::optimizer);
   apply_gradients(precision_, placed_.tensors, spec_.train, *optimizer_);
-  wait_for_device(device_);
   ++position_.step;
-  epoch.timer.enter(StepPart::allreduce);
+  epoch.enter(StepPart::allreduce);
   const bool read_point = reads_.due(position_.step, epoch.loader.position() == epoch.loader.num_batches());
   const std::optional<std::string> diverged =
       read_point ? epoch.losses.read(epoch.trained.totals.loss_sum, epoch.trained.totals.count) : std::nullopt;
@@ -555,18 +551,24 @@ void Fit::take_step(EpochSteps& epoch) {
 
   StepRecord record(position_.step, epoch.trained.lr, 0);  // its loss is filled in once read
   const StepTimer::Step timed = epoch.timer.end_step();
+  if (epoch.gpu_timer) epoch.gpu_timer->end_step(position_.step);
   reads_.step_took(timed.seconds);
   record.seconds = timed.seconds;
   record.times = timed.times;
-  for (const StepLosses::Step& read : epoch.losses.end_step(record, epoch.step_samples)) {
+  for (StepLosses::Step read : epoch.losses.end_step(record, epoch.step_samples)) {
+    if (epoch.gpu_timer) {  // its losses were read, so the GPU has run the step: its events have happened
+      const StepTimer::Step on_gpu = epoch.gpu_timer->take(read.record.step);
+      read.record.seconds = on_gpu.seconds;
+      read.record.times = on_gpu.times;
+    }
     if (metrics_) metrics_->write_step(read.record);
     if (sinks_) sinks_->scalars(read.record.step, step_values(read.record));
     monitor_->step_done(read.record, read.samples, communicator_.stalled_ranks());
+    epoch.trained.throughput.step_seconds += read.record.seconds;
+    epoch.trained.throughput.times += read.record.times;
   }
   if (sinks_ && read_point) sinks_->flush();
   epoch.trained.throughput.samples += static_cast<double>(epoch.step_samples * communicator_.world_size());
-  epoch.trained.throughput.step_seconds += timed.seconds;
-  epoch.trained.throughput.times += timed.times;
   epoch.step_samples = 0;
   if (stop_checkpoint) {
     stopped_ = true;
@@ -581,7 +583,7 @@ StopCheckpoint Fit::save_stop_checkpoint(EpochSteps& epoch) {
   // The epoch's totals so far go with it.
   position_.samples_done = samples_done_after(epoch, epoch.loader.position());
   const Totals so_far = summed_over_ranks(epoch.trained.totals, communicator_);
-  epoch.timer.enter(StepPart::checkpoint);
+  epoch.enter(StepPart::checkpoint);
   communicator_.set_progress(position_.step, dist::Phase::checkpoint);
   const fs::path saved = checkpoint_path(checkpoints_.directory, position_);
   double seconds = 0;

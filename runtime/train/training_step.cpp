@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "model/model.h"
+#include "train/foreach_sgd.h"
 
 namespace tp::train {
 namespace {
@@ -31,10 +32,10 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const spec::TrainSpec& s
                                                         const std::vector<torch::optim::OptimizerParamGroup>& groups) {
   switch (spec.optimizer) {
     case spec::Optimizer::sgd:
-      return std::make_unique<torch::optim::SGD>(groups, torch::optim::SGDOptions(spec.lr)
-                                                             .momentum(spec.momentum)
-                                                             .nesterov(spec.nesterov)
-                                                             .weight_decay(spec.weight_decay));
+      return std::make_unique<ForeachSGD>(groups, torch::optim::SGDOptions(spec.lr)
+                                                      .momentum(spec.momentum)
+                                                      .nesterov(spec.nesterov)
+                                                      .weight_decay(spec.weight_decay));
     case spec::Optimizer::adam:
       return std::make_unique<torch::optim::Adam>(
           groups, torch::optim::AdamOptions(spec.lr).betas({spec.momentum, 0.999}).weight_decay(spec.weight_decay));
@@ -66,6 +67,9 @@ bool uses_channels_last(const spec::Spec& spec) {
 
 Parameters place_model(torch::jit::Module& model, const spec::Spec& spec, c10::Device device) {
   model::configure_process_for_training();
+  // Images come in one size and batches in one shape (but the last): cuDNN's timed choice of each
+  // convolution's algorithm pays after the first steps, as torch.backends.cudnn.benchmark does in Python.
+  if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);
   model.to(device);
   const bool channels_last = uses_channels_last(spec);
   if (channels_last) {

@@ -23,6 +23,7 @@
 #include "spec/spec.h"
 #include "storage/data_source.h"
 #include "storage/pack.h"
+#include "support/captured_log.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 
@@ -268,6 +269,17 @@ TEST_F(Shards, PackedFromAndToMinioAndStreamedWithinTheCacheAsFromLocalShards) {
   // The bound: the capacity, plus a shard a waiting reader forces in.
   EXPECT_LE(most_on_disk, (3u << 20) + (1u << 20));
   EXPECT_GT(most_on_disk, 0u);
+}
+
+// A user's log holds what helps them: opening and reading healthy shards says once what was opened, and warns of
+// nothing.
+TEST_F(Shards, ReadingHealthyShardsSaysWhatWasOpenedAndWarnsOfNothing) {
+  make_images(dir_ / "images", 120);
+  pack(pack_request((dir_ / "images").string(), (dir_ / "shards").string(), dir_ / "pack-work"));
+  testing::CapturedLog log;
+  EXPECT_EQ(read_epoch(open((dir_ / "shards").string())), "");
+  EXPECT_EQ(log.count("[warning]"), 0) << log.text();
+  EXPECT_EQ(log.count("shards in "), 1) << log.text();
 }
 
 TEST_F(Shards, ACorruptShardIsNamedWithItsChecksum) {

@@ -2,7 +2,6 @@
 // against known values, the events a sink writes read back, and a failing or slow sink that costs training
 // nothing but one warning. sinks_run_test reads a real run's files with the tensorboard package.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -14,6 +13,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "support/captured_log.h"
 #include "support/temp_dir.h"
 #include "telemetry/record_file.h"
 #include "telemetry/sinks.h"
@@ -24,27 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-
-class CapturedLog {
- public:
-  CapturedLog() : previous_(spdlog::default_logger()) {
-    auto logger = std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_mt>(text_));
-    logger->set_level(spdlog::level::info);
-    spdlog::set_default_logger(logger);
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous_); }
-  int count(const std::string& words) const {
-    const std::string text = text_.str();
-    int n = 0;
-    for (auto at = text.find(words); at != std::string::npos; at = text.find(words, at + 1)) ++n;
-    return n;
-  }
-  std::string text() const { return text_.str(); }
-
- private:
-  std::ostringstream text_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
 
 std::string bytes_of(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
@@ -163,7 +142,7 @@ class CountingSink : public Sink {
 };
 
 TEST(Sinks, AFailingSinkIsOneWarningAndTheOthersGoOn) {
-  CapturedLog log;
+  testing::CapturedLog log;
   std::atomic<int> failing_calls{0}, good_calls{0};
   {
     std::vector<std::unique_ptr<Sink>> sinks;
@@ -180,7 +159,7 @@ TEST(Sinks, AFailingSinkIsOneWarningAndTheOthersGoOn) {
 }
 
 TEST(Sinks, ASlowSinkNeverBlocksTheCallerAndDropsWhatOverflowsWithOneWarning) {
-  CapturedLog log;
+  testing::CapturedLog log;
   std::atomic<int> calls{0};
   std::vector<std::unique_ptr<Sink>> sinks;
   sinks.push_back(std::make_unique<CountingSink>(calls, false, 200ms));
@@ -196,7 +175,7 @@ TEST(Sinks, ASlowSinkNeverBlocksTheCallerAndDropsWhatOverflowsWithOneWarning) {
 }
 
 TEST(Sinks, ASinkStuckInAWriteDelaysOneReadPointAndNotTheEnd) {
-  CapturedLog log;
+  testing::CapturedLog log;
   static std::atomic<int> calls{0};  // the stuck thread outlives the test's frame
   std::vector<std::unique_ptr<Sink>> sinks;
   sinks.push_back(std::make_unique<CountingSink>(calls, false, 3s));
@@ -227,7 +206,7 @@ TEST(Sinks, FilesAreThoseOfSinksThatWroteAndDidNotFail) {
 }
 
 TEST(Sinks, AnUnwritableDirectoryIsOneWarning) {
-  CapturedLog log;
+  testing::CapturedLog log;
   testing::TempDir dir;
   testing::write_text(dir / "file", "not a directory");
   {

@@ -2,7 +2,6 @@
 // path and every field of the body against Trainer v2.2's TrainerStatus schema; the client trusts only the
 // CA it is given.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -10,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "support/captured_log.h"
 #include "telemetry/status_server.h"
 #include "telemetry/trainer_status.h"
 
@@ -30,28 +30,6 @@ TrainerProgress progress(int percent) {
 void wait_for_posts(const testing::TrainerStatusServer& server, std::size_t count) {
   for (int i = 0; i < 400 && server.accepted().size() < count; ++i) std::this_thread::sleep_for(50ms);
 }
-
-// Captures what is logged while it lives.
-class CapturedLog {
- public:
-  CapturedLog() : previous_(spdlog::default_logger()) {
-    auto logger = std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_mt>(text_));
-    logger->set_level(spdlog::level::info);
-    spdlog::set_default_logger(logger);
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous_); }
-  int count(const std::string& words) const {
-    const std::string text = text_.str();
-    int n = 0;
-    for (auto at = text.find(words); at != std::string::npos; at = text.find(words, at + 1)) ++n;
-    return n;
-  }
-  std::string text() const { return text_.str(); }
-
- private:
-  std::ostringstream text_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
 
 TEST(TrainerStatus, PostsProgressWithTheTokenTrustingTheGivenCa) {
   testing::TrainerStatusServer server;
@@ -92,7 +70,7 @@ TEST(TrainerStatus, AServerThatFailsOrIsNotTrustedIsOneWarning) {
     testing::TrainerStatusServer server(/*fail=*/!untrusted);
     TrainerStatusEndpoint endpoint = endpoint_of(server);
     if (untrusted) endpoint.ca_cert = server.other_ca_cert();
-    CapturedLog log;
+    testing::CapturedLog log;
     {
       TrainerStatusReporter reporter(endpoint, 0ms);
       for (int percent = 10; percent <= 100; percent += 10) {
@@ -122,7 +100,7 @@ TEST(TrainerStatus, TheEndpointNeedsAllThreeVariables) {
   EXPECT_EQ(endpoint->ca_cert, "/var/run/ca.crt");
   EXPECT_EQ(endpoint->token_file, "/var/run/token");
   variables.erase("KUBEFLOW_TRAINER_SERVER_TOKEN");
-  CapturedLog log;
+  testing::CapturedLog log;
   EXPECT_FALSE(trainer_status_endpoint(lookup));
   EXPECT_EQ(log.count("must all be set"), 1);
   variables.clear();
