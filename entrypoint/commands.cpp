@@ -206,13 +206,42 @@ void log_preflight_summary(const preflight::Report& report) {
                skipped.empty() ? "" : fmt::format("; skipped: {}", fmt::join(skipped, ", ")));
 }
 
+// A pod whose preflight failed tells the other pods, which would otherwise wait for it until dist.timeout_s:
+// they stop with its class and message, as for any failure before the rendezvous (dist/communicator.h). The
+// pod speaks as its first rank. A spec that does not load fails every pod's own check alike, and without
+// valid launcher variables there is nobody to tell (the master check said so).
+void announce_preflight_failure(const std::optional<spec::LoadedSpec>& loaded, const Error& error) {
+  if (!loaded) return;
+  const spec::DistSpec& dist_spec = loaded->spec.dist;
+  dist::Topology topology;
+  try {
+    topology = dist::read_topology(dist::process_environment, static_cast<int>(dist_spec.nproc_per_node),
+                                   visible_gpus());
+  } catch (const Error&) {
+    return;
+  }
+  if (topology.world_size() == 1) return;
+  dist::ProcessGroupOptions group;
+  group.rank = topology.rank.value_or(topology.node_rank * topology.nproc_per_node);
+  group.world_size = topology.world_size();
+  group.master_addr = topology.master_addr;
+  group.master_port = topology.master_port;
+  group.timeout = std::chrono::seconds(dist_spec.timeout_s);
+  dist::announce_failure(group, error.code(), error.what());
+}
+
 int run(const cli::Options& options) {
   std::optional<SpecSource> located;
   std::optional<spec::LoadedSpec> loaded_spec;
   // Once per pod: workers that the node launched find its checks done.
   if (options.preflight && std::getenv(kPreparedCheckout) == nullptr) {
     const preflight::Report report = run_preflight(options, located, loaded_spec, /*check_resume=*/false);
-    preflight::throw_first_failure(report);
+    try {
+      preflight::throw_first_failure(report);
+    } catch (const Error& error) {
+      announce_preflight_failure(loaded_spec, error);
+      throw;
+    }
     log_preflight_summary(report);
   } else {
     located = locate_spec(options);

@@ -139,6 +139,43 @@ TEST(Distributed, AWorkersFailureBeforeTheRendezvousStopsEveryRankWithItsClassAn
   EveryRankStopsWithTheFailureOf(1);
 }
 
+// Two `trainpoint run` ranks where only the master's preflight fails (its data.source names a file that is not
+// there; a bucket only it may not write is the usual case): the other rank stops with the master's class and
+// message as soon as it reaches the rendezvous, instead of waiting dist.timeout_s for it (then exit 202).
+TEST(Distributed, TheMastersPreflightFailureStopsTheOtherRankWithItsClassAndMessage) {
+  testing::TempDir dir;
+  std::string csv = "x1,x2,y\n";
+  for (int i = 0; i < 200; ++i) csv += std::to_string(i % 13) + "," + std::to_string(i % 3) + "," + std::to_string(i % 7) + "\n";
+  testing::write_text(dir / "table.csv", csv);
+  testing::write_text(dir / "train.toml", R"([job]
+output = "out"
+[data]
+source = "table.csv"
+format = "table_csv"
+target = "y"
+task = "regression"
+[model]
+arch = "mlp"
+hidden = [16]
+[dist]
+timeout_s = 60
+)");
+  const int port = testing::free_port();
+  const std::string run = testing::trainpoint_binary() + " run --spec " + (dir / "train.toml").string() +
+                          " --workdir " + dir.path().string();
+  const auto result = run_command("(" + torchrun_env(0, 2, port) + run + " --set data.source=missing.csv > " +
+                                  (dir / "r0.log").string() + " 2>&1 & " + torchrun_env(1, 2, port) + run + " > " +
+                                  (dir / "r1.log").string() + " 2>&1 & wait %1; echo \"rank0 $?\"; wait %2; " +
+                                  "echo \"rank1 $?\")");
+  const std::string master = testing::read_text(dir / "r0.log"), other = testing::read_text(dir / "r1.log");
+  EXPECT_NE(result.output.find("rank0 5\n"), std::string::npos) << result.output << master;
+  EXPECT_NE(master.find("preflight check 'data' failed: data.source:"), std::string::npos) << master;
+  EXPECT_NE(result.output.find("rank1 5\n"), std::string::npos) << result.output << other;
+  EXPECT_NE(other.find("rank 0 failed before the rendezvous: preflight check 'data' failed: data.source:"),
+            std::string::npos)
+      << other;
+}
+
 // Three `trainpoint run` ranks (torchrun's variables) train until rank 1 is stopped with SIGSTOP:
 // ranks 0 and 2 report it by rank, step and phase within dist.stall_s, then their all-reduce times out
 // after dist.timeout_s and they exit 202 naming it. After SIGCONT rank 1 finds its peers gone and
