@@ -2,39 +2,19 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "common/child_process.h"
 #include "common/error.h"
-
-extern char** environ;
 
 namespace tp::command {
 
 ProcessResult run_process(const ProcessRequest& request) {
-  std::map<std::string, std::string> environment;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    const std::string text(*entry);
-    const auto equals = text.find('=');
-    if (equals != std::string::npos) environment[text.substr(0, equals)] = text.substr(equals + 1);
-  }
-  for (const auto& [name, value] : request.environment) {
-    if (value) {
-      environment[name] = *value;
-    } else {
-      environment.erase(name);
-    }
-  }
-  // Built before fork: the child only calls async-signal-safe functions.
-  std::vector<std::string> entries;
-  for (const auto& [name, value] : environment) entries.push_back(name + "=" + value);
-  std::vector<char*> envp;
-  for (auto& entry : entries) envp.push_back(entry.data());
-  envp.push_back(nullptr);
+  ChildEnvironment environment(request.environment);
   std::vector<std::string> argv{request.program.string()};
   argv.insert(argv.end(), request.arguments.begin(), request.arguments.end());
   std::vector<char*> raw;
@@ -49,14 +29,13 @@ ProcessResult run_process(const ProcessRequest& request) {
   const pid_t pid = ::fork();
   if (pid < 0) fail(ExitCode::internal, "cannot start {}: fork failed: {}", request.program.string(), std::strerror(errno));
   if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) std::_Exit(137);  // trainpoint died before the line above
+    die_with_parent(parent);
     ::signal(SIGPIPE, SIG_DFL);
     const int null = ::open("/dev/null", O_RDONLY);  // no prompt can wait for an answer
     ::dup2(null, STDIN_FILENO);
     ::dup2(output[1], STDOUT_FILENO);
     ::dup2(output[1], STDERR_FILENO);
-    ::execve(raw[0], raw.data(), envp.data());
+    ::execve(raw[0], raw.data(), environment.envp());
     const char* cause = std::strerror(errno);
     [[maybe_unused]] auto ignored = ::write(STDERR_FILENO, "cannot execute: ", 16);
     ignored = ::write(STDERR_FILENO, cause, std::strlen(cause));

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/child_process.h"
 #include "common/cpu.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -81,8 +82,19 @@ Started start_worker(const WorkerLaunch& launch, int local_rank) {
   const bool self = launch.program.empty();
   std::vector<std::string> argv{self ? "trainpoint" : launch.program};
   argv.insert(argv.end(), launch.arguments.begin(), launch.arguments.end());
-  auto environment = worker_environment(launch.topology, local_rank, launch.run_id);
-  for (const auto& [name, value] : launch.environment) environment[name] = value;
+  std::map<std::string, std::optional<std::string>> changes;
+  for (const auto& [name, value] : worker_environment(launch.topology, local_rank, launch.run_id)) {
+    changes[name] = value;
+  }
+  for (const auto& [name, value] : launch.environment) changes[name] = value;
+  ChildEnvironment environment(changes);
+  std::vector<char*> raw;
+  for (auto& argument : argv) raw.push_back(argument.data());
+  raw.push_back(nullptr);
+  // What the child may write when it cannot go on, made before fork (the child allocates nothing).
+  const std::string cannot_enter = fmt::format("cannot start worker {}: cannot enter {}\n", local_rank,
+                                               launch.working_directory);
+  const std::string cannot_exec = fmt::format("cannot start worker {}: exec of trainpoint failed\n", local_rank);
 
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) {
@@ -92,29 +104,26 @@ Started start_worker(const WorkerLaunch& launch, int local_rank) {
   if (launch.keep_stderr_tail && ::pipe2(stderr_pipe, O_CLOEXEC) != 0) {
     fail(ExitCode::internal, "cannot start worker {}: pipe failed: {}", local_rank, std::strerror(errno));
   }
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) fail(ExitCode::internal, "cannot start worker {}: fork failed: {}", local_rank, std::strerror(errno));
-  if (pid == 0) {
+  if (pid == 0) {  // async-signal-safe calls only until exec (common/child_process.h)
+    die_with_parent(parent);
     ::close(report[0]);
     if (stderr_pipe[1] >= 0) ::dup2(stderr_pipe[1], STDERR_FILENO);  // dup2 clears O_CLOEXEC
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGINT, SIG_DFL);
     restore_broken_pipe_default();  // a user's program (a shell pipeline) expects it
-    for (const auto& [name, value] : environment) ::setenv(name.c_str(), value.c_str(), 1);
     if (!launch.working_directory.empty() && ::chdir(launch.working_directory.c_str()) != 0) {
-      std::fprintf(stderr, "cannot start worker %d: cannot enter %s: %s\n", local_rank,
-                   launch.working_directory.c_str(), std::strerror(errno));
+      [[maybe_unused]] const auto written = ::write(STDERR_FILENO, cannot_enter.data(), cannot_enter.size());
       std::_Exit(static_cast<int>(ExitCode::internal));
     }
-    std::vector<char*> raw;
-    for (auto& argument : argv) raw.push_back(argument.data());
-    raw.push_back(nullptr);
     if (self) {
-      ::execv("/proc/self/exe", raw.data());
-      std::fprintf(stderr, "cannot start worker %d: exec failed: %s\n", local_rank, std::strerror(errno));
+      ::execve("/proc/self/exe", raw.data(), environment.envp());
+      [[maybe_unused]] const auto written = ::write(STDERR_FILENO, cannot_exec.data(), cannot_exec.size());
       std::_Exit(static_cast<int>(ExitCode::internal));
     }
-    ::execvp(launch.program.c_str(), raw.data());
+    ::execvpe(launch.program.c_str(), raw.data(), environment.envp());
     const int cause = errno;
     [[maybe_unused]] const auto written = ::write(report[1], &cause, sizeof cause);
     std::_Exit(127);

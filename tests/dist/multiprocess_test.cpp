@@ -2,6 +2,7 @@
 // lost ranks, and the local launcher.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -174,6 +175,51 @@ timeout_s = 60
   EXPECT_NE(other.find("rank 0 failed before the rendezvous: preflight check 'data' failed: data.source:"),
             std::string::npos)
       << other;
+}
+
+// A pod's trainpoint starting two workers itself (--nproc-per-node 2) is killed with SIGKILL mid-training, as the
+// OOM killer or a deleted pod does: its workers die with it (PR_SET_PDEATHSIG) instead of training on alone.
+TEST(Distributed, WorkersDieWithTheirKilledLauncher) {
+  testing::TempDir dir;
+  std::string csv = "x1,x2,y\n";
+  for (int i = 0; i < 3000; ++i) csv += std::to_string(i % 17) + "," + std::to_string(i % 5) + "," + std::to_string(i % 7) + "\n";
+  testing::write_text(dir / "table.csv", csv);
+  testing::write_text(dir / "train.toml", R"([job]
+output = "out"
+[data]
+source = "table.csv"
+format = "table_csv"
+target = "y"
+task = "regression"
+[model]
+arch = "mlp"
+hidden = [16]
+[train]
+epochs = 100000
+batch_size = 16
+[checkpoint]
+every_epochs = 0
+)");
+  const std::string log = (dir / "launcher.log").string();
+  // A worker is alive while its process exists and is not a zombie waiting for a reaper.
+  const std::string alive = "alive() { s=$(awk '{print $3}' /proc/$1/stat 2>/dev/null); [ -n \"$s\" ] && [ \"$s\" != Z ]; }\n";
+  const auto result = run_command(
+      alive + "MASTER_PORT=" + std::to_string(testing::free_port()) + " " + testing::trainpoint_binary() +
+      " run --spec " + (dir / "train.toml").string() + " --workdir " + dir.path().string() +
+      " --nproc-per-node 2 > " + log + " 2>&1 & launcher=$!\n"
+      "for i in $(seq 1200); do grep -q 'epoch 1/100000:' " + log + " && break; sleep 0.1; done\n"
+      "workers=$(pgrep -P $launcher | tr '\\n' ' ')\n"
+      "echo \"workers: $workers\"\n"
+      "kill -9 $launcher\n"
+      "for i in $(seq 100); do left=''; for w in $workers; do alive $w && left=\"$left $w\"; done; "
+      "[ -z \"$left\" ] && break; sleep 0.1; done\n"
+      "echo \"left running 10 s after the launcher's SIGKILL:${left:- none}\"\n"
+      "kill -9 $workers 2>/dev/null; true\n");
+  const std::string launcher_log = testing::read_text(dir / "launcher.log");
+  const auto workers_line = result.output.substr(0, result.output.find('\n'));
+  EXPECT_EQ(std::count(workers_line.begin(), workers_line.end(), ' '), 3) << result.output << launcher_log;
+  EXPECT_NE(result.output.find("left running 10 s after the launcher's SIGKILL: none"), std::string::npos)
+      << result.output << launcher_log;
 }
 
 // Three `trainpoint run` ranks (torchrun's variables) train until rank 1 is stopped with SIGSTOP:
