@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "http/retry.h"
 #include "http/transfer.h"
 
 namespace tp::telemetry {
@@ -109,7 +110,29 @@ MlflowSink::MlflowSink(MlflowSettings settings) : settings_(std::move(settings))
 
 MlflowSink::~MlflowSink() = default;
 
-// One REST call; an answer other than 200 throws, naming the call and the server's error (never a credential).
+// `request` until the server answers 200, through the one retry policy (http/retry.h): a transport failure
+// or a transient status (429, 5xx) is tried again, so that a flaky tracking server costs retries, not the
+// run's history; the last failure, or any other answer, throws, naming `what` and the server's error (never a
+// credential). A retried call changes nothing twice on the server: a metric logged again at the same step and
+// time is the same point to MLflow, and a run's end the same end.
+http::Response MlflowSink::perform(const http::Request& request, const std::string& what) {
+  http::Response response;
+  http::retry(http::RetryPolicy{}, [&]() -> std::optional<std::string> {
+    response = handle_->perform(request);
+    if (response.transport != http::Transport::ok) {
+      const std::string cause = fmt::format("{}: {}", what, response.transport_error);
+      if (response.transport == http::Transport::transient) return cause;
+      fail(ExitCode::network, "{}", cause);
+    }
+    if (response.status == 200) return std::nullopt;
+    const std::string cause = fmt::format("{}: HTTP {}: {}", what, response.status, response.body.substr(0, 300));
+    if (http::transient_status(response.status)) return cause;
+    fail(ExitCode::network, "{}", cause);
+  });
+  return response;
+}
+
+// One REST call.
 std::string MlflowSink::call(const std::string& method, const std::string& path, const std::string& body) {
   http::Request request;
   request.method = method;
@@ -121,15 +144,7 @@ std::string MlflowSink::call(const std::string& method, const std::string& path,
     request.body = http::text_body(body);
     request.body_size = body.size();
   }
-  const http::Response response = handle_->perform(request);
-  const std::string what = method + " " + path.substr(0, path.find('?'));
-  if (response.transport != http::Transport::ok) {
-    fail(ExitCode::network, "{}: {}", what, response.transport_error);
-  }
-  if (response.status != 200) {
-    fail(ExitCode::network, "{}: HTTP {}: {}", what, response.status, response.body.substr(0, 300));
-  }
-  return response.body;
+  return perform(request, method + " " + path.substr(0, path.find('?'))).body;
 }
 
 std::string MlflowSink::experiment_id() {
@@ -273,14 +288,7 @@ void MlflowSink::artifact(const std::filesystem::path& file) {
     if (in->bad()) return std::nullopt;
     return static_cast<std::size_t>(in->gcount());
   };
-  const http::Response response = handle_->perform(request);
-  if (response.transport != http::Transport::ok) {
-    fail(ExitCode::network, "uploading {}: {}", file.filename().string(), response.transport_error);
-  }
-  if (response.status != 200) {
-    fail(ExitCode::network, "uploading {}: HTTP {}: {}", file.filename().string(), response.status,
-         response.body.substr(0, 300));
-  }
+  perform(request, "uploading " + file.filename().string());
 }
 
 std::vector<std::filesystem::path> MlflowSink::files() const {

@@ -20,7 +20,9 @@
 
 namespace tp::http {
 class Handle;
-}
+struct Request;
+struct Response;
+}  // namespace tp::http
 
 namespace tp::telemetry {
 
@@ -68,6 +70,7 @@ class MlflowSink : public Sink {
     std::int64_t timestamp_ms;
     std::int64_t step;
   };
+  http::Response perform(const http::Request& request, const std::string& what);
   std::string call(const std::string& method, const std::string& path, const std::string& body);
   std::string experiment_id();
   std::optional<std::string> run_of_key(const std::string& experiment);

@@ -34,6 +34,15 @@ struct EndRecord {
 struct FlushRecord {};
 using Record = std::variant<ScalarsRecord, StartRecord, ArtifactRecord, EndRecord, FlushRecord>;
 
+// The run's end, to a sink that failed before: a failure now is only a debug line.
+void tell_the_end_quietly(Sink& sink, const EndRecord& end) {
+  try {
+    sink.run_ended(end.end, end.wall_time);
+  } catch (const std::exception& error) {
+    spdlog::debug("{}: telling it how the run ended failed too: {}", sink.name(), error.what());
+  }
+}
+
 }  // namespace
 
 struct Sinks::State {
@@ -77,12 +86,20 @@ void Sinks::State::push(Record record) {
 }
 
 void Sinks::State::deliver(const Record& record) {
+  const auto* end = std::get_if<EndRecord>(&record);
   for (std::size_t i = 0; i < sinks.size(); ++i) {
+    bool has_failed = false;
     {
       std::lock_guard<std::mutex> lock(mutex);
-      if (failed[i]) continue;
+      has_failed = failed[i];
     }
     Sink& sink = *sinks[i];
+    if (has_failed) {
+      // Still told how the run ended, so that a tracking server does not show it running for ever; its
+      // failure was the one warning.
+      if (end) tell_the_end_quietly(sink, *end);
+      continue;
+    }
     try {
       if (const auto* values = std::get_if<ScalarsRecord>(&record)) {
         sink.scalars(values->step, values->wall_time, values->values);
@@ -90,7 +107,7 @@ void Sinks::State::deliver(const Record& record) {
         sink.run_started(start->hparams, start->wall_time);
       } else if (const auto* artifact = std::get_if<ArtifactRecord>(&record)) {
         sink.artifact(artifact->file);
-      } else if (const auto* end = std::get_if<EndRecord>(&record)) {
+      } else if (end) {
         sink.run_ended(end->end, end->wall_time);
       } else {
         sink.flush();

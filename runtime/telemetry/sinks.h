@@ -1,7 +1,8 @@
 // Where a run's records go besides metrics.jsonl and steps.jsonl: sinks, such as TensorBoard's event files.
 // The training loop hands each record to `Sinks` (a lock and a push into a bounded queue); one thread writes
-// them to every sink. A sink that fails is one warning and is then left alone: it never stops training, and
-// never slows a step (a full queue drops records, with one warning). Torch-free.
+// them to every sink. A sink that fails is one warning and then gets no more records but the run's end (so that
+// a tracking server does not show the run running for ever): it never stops training, and never slows a step
+// (a full queue drops records, with one warning). Torch-free.
 #pragma once
 
 #include <chrono>

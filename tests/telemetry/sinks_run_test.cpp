@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "support/background_process.h"
+#include "support/fault_proxy.h"
 #include "support/http.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -384,6 +385,7 @@ class MlflowServer {
     for (int i = 0; i < 600 && testing::http_get(uri() + "/health").status != 200; ++i) std::this_thread::sleep_for(100ms);
   }
   std::string uri() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
   std::string log() const { return process_.log(); }
 
  private:
@@ -473,8 +475,9 @@ TEST_F(MlflowRun, AServerThatIsDownOrFailsIsOneWarningAndAFinishedJob) {
   EXPECT_NE(down.output.find("it gets no more records of this run (training goes on)"), std::string::npos)
       << down.output;
 
-  // A server that answers every request with HTTP 500 and an error (failing_mlflow_server.py): the one
-  // warning names the call, the status and the server's message; the sink asks nothing more.
+  // A server that answers every request with HTTP 500 and an error (failing_mlflow_server.py): the call is
+  // tried as the retry policy says (8 attempts), then the one warning names the call, the status and the
+  // server's message; the sink asks nothing more.
   const int port = testing::free_port();
   testing::BackgroundProcess failing(shell_quote(python_) + " " +
                                          shell_quote(testing::source_dir() + "/tests/telemetry/failing_mlflow_server.py") +
@@ -495,8 +498,11 @@ TEST_F(MlflowRun, AServerThatIsDownOrFailsIsOneWarningAndAFinishedJob) {
   ASSERT_EQ(lines.size(), 1u) << failed.output;
   EXPECT_NE(lines[0].find("POST /api/2.0/mlflow/runs/create: HTTP 500: "), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("the backend store is unavailable (test server)"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("(gave up after 8 attempts)"), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("training goes on"), std::string::npos) << lines[0];
-  EXPECT_EQ(failing.log(), "POST /api/2.0/mlflow/runs/create\n") << "one request, then nothing more";
+  std::string eight_creates;
+  for (int i = 0; i < 8; ++i) eight_creates += "POST /api/2.0/mlflow/runs/create\n";
+  EXPECT_EQ(failing.log(), eight_creates) << "the policy's attempts, then nothing more";
 
   // Command mode: MLflow's environment reaches the program, and trainpoint itself asks the server nothing.
   const auto command = train("--set 'job.command=[\"sh\", \"-c\", \"echo $MLFLOW_TRACKING_URI > "
@@ -504,7 +510,29 @@ TEST_F(MlflowRun, AServerThatIsDownOrFailsIsOneWarningAndAFinishedJob) {
                              "MLFLOW_TRACKING_URI=http://127.0.0.1:" + std::to_string(port) + " ", "work-command");
   ASSERT_EQ(command.exit_code, 0) << command.output;
   EXPECT_EQ(testing::read_text(dir_ / "work-command/out/uri-1"), "http://127.0.0.1:" + std::to_string(port) + "\n");
-  EXPECT_EQ(failing.log(), "POST /api/2.0/mlflow/runs/create\n") << "no request of the command-mode run";
+  EXPECT_EQ(failing.log(), eight_creates) << "no request of the command-mode run";
+}
+
+// A tracking server behind a proxy that fails a third of the metric batches (503) and the first two ends of the
+// run (503, then a connection reset after the server has taken it): the failures cost retries, not the run's
+// history. Every metric is there once per step, the run ends FINISHED, and no warning says the sink gave up.
+TEST_F(MlflowRun, AFlakyServerCostsRetriesAndTheRunKeepsEveryMetricAndItsEnd) {
+  MlflowServer server(python_, dir_.path());
+  const testing::FaultProxy proxy(server.port(), R"([
+    {"method": "POST", "path_contains": "runs/log-batch", "fault": "503", "times": -1, "probability": 0.33},
+    {"method": "POST", "path_contains": "runs/update", "fault": "503", "times": 1},
+    {"method": "POST", "path_contains": "runs/update", "fault": "reset", "times": 1}])");
+  const auto result = train("--set train.epochs=1 --set log.mlflow_uri=" + proxy.endpoint(),
+                            "MLFLOW_EXPERIMENT_NAME=flaky FAULT_PROXY_SEED=7 ");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(result.output.find("it gets no more records"), std::string::npos) << result.output;
+  const std::string requests = proxy.requests();
+  EXPECT_NE(requests.find("runs/log-batch - 503"), std::string::npos) << "a batch failed: " << requests;
+  EXPECT_NE(requests.find("runs/update - reset"), std::string::npos) << requests;
+  const json read = runs(server, "flaky");
+  ASSERT_EQ(read.size(), 1u) << read.dump();
+  EXPECT_EQ(read[0]["status"], "FINISHED") << read.dump();
+  expect_metrics_of_the_records(read[0]);
 }
 
 // The MLflow run recorded in the output's checkpoints/<run key>/mlflow-run.json (a local copy of it).

@@ -122,16 +122,21 @@ TEST(TensorBoardSink, ASecondStartWritesAFileOfItsOwn) {
   EXPECT_EQ(read_events(second.file()).back().step, 2);
 }
 
-// Records a sink was given, on its thread.
+// Records a sink was given, on its thread; `ends` counts the run ends it was told.
 class CountingSink : public Sink {
  public:
-  explicit CountingSink(std::atomic<int>& calls, bool fail = false, std::chrono::milliseconds delay = 0ms)
-      : calls_(calls), fail_(fail), delay_(delay) {}
+  explicit CountingSink(std::atomic<int>& calls, bool fail = false, std::chrono::milliseconds delay = 0ms,
+                        std::atomic<int>* ends = nullptr)
+      : calls_(calls), fail_(fail), delay_(delay), ends_(ends) {}
   std::string name() const override { return "Counting"; }
   void scalars(std::int64_t, double, const Scalars&) override {
     std::this_thread::sleep_for(delay_);
     ++calls_;
     if (fail_) throw std::runtime_error("cannot write /nowhere/events: No space left on device");
+  }
+  void run_ended(RunEnd, double) override {
+    if (ends_) ++*ends_;
+    if (fail_) throw std::runtime_error("the disk is still full");
   }
   void flush() override {}
 
@@ -139,23 +144,29 @@ class CountingSink : public Sink {
   std::atomic<int>& calls_;
   const bool fail_;
   const std::chrono::milliseconds delay_;
+  std::atomic<int>* ends_;
 };
 
+// A failed sink is still told how the run ended (an MLflow run must not stay RUNNING), quietly.
 TEST(Sinks, AFailingSinkIsOneWarningAndTheOthersGoOn) {
   testing::CapturedLog log;
-  std::atomic<int> failing_calls{0}, good_calls{0};
+  std::atomic<int> failing_calls{0}, good_calls{0}, failing_ends{0}, good_ends{0};
   {
     std::vector<std::unique_ptr<Sink>> sinks;
-    sinks.push_back(std::make_unique<CountingSink>(failing_calls, /*fail=*/true));
-    sinks.push_back(std::make_unique<CountingSink>(good_calls));
+    sinks.push_back(std::make_unique<CountingSink>(failing_calls, /*fail=*/true, 0ms, &failing_ends));
+    sinks.push_back(std::make_unique<CountingSink>(good_calls, false, 0ms, &good_ends));
     Sinks all(std::move(sinks));
     for (int step = 1; step <= 50; ++step) all.scalars(step, {{"train/loss", 1.0}});
+    all.run_ended(RunEnd::finished);
     EXPECT_TRUE(all.flush_and_wait(10s));
   }
   EXPECT_EQ(failing_calls, 1) << "a failed sink gets no more records";
   EXPECT_EQ(good_calls, 50);
+  EXPECT_EQ(failing_ends, 1) << "but it hears how the run ended";
+  EXPECT_EQ(good_ends, 1);
   EXPECT_EQ(log.count("Counting: cannot write /nowhere/events: No space left on device; it gets no more records"), 1)
       << log.text();
+  EXPECT_EQ(log.count("[warning]"), 1) << "its failing again at the end is no second warning: " << log.text();
 }
 
 TEST(Sinks, ASlowSinkNeverBlocksTheCallerAndDropsWhatOverflowsWithOneWarning) {
