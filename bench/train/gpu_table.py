@@ -6,10 +6,11 @@
       of those steps' time the GPU waited for data (data_wait_s, from CUDA events); the GPU's utilisation that
       gpu_util.py sampled meanwhile (UTIL_JSON, or '' for none).
   gpu_table.py table RESULTS_JSONL
-      The medians of every engine and configuration in results.jsonl, and the ratios the goals name, as
-      Markdown.
+      The medians of every engine and configuration in results.jsonl, where their steps' time goes (host and
+      GPU milliseconds per step, where the runs say), and the ratios the goals name, as Markdown.
 """
 import json
+import re
 import statistics
 import sys
 
@@ -41,6 +42,30 @@ def median(values):
     return statistics.median(values) if values else None
 
 
+def print_step_split(groups):
+    """Where a step's time goes, for the runs that say (tp-train-bench, python_eager.py): milliseconds per step
+    of the whole step (from images/s), of the host's forward and backward and optimizer calls, and of the GPU's
+    (trainpoint on a GPU, from its CUDA events). A host slower than the GPU is what bounds a small model."""
+    rows = []
+    for (config, engine), group in groups.items():
+        split = [r for r in group if "host_ms_per_step" in r]
+        if not split:
+            continue
+        batch = int(re.search(r"batch (\d+)", config).group(1))
+        step_ms = median(1000 * batch / r["images_per_s"] for r in split)
+        host = [median(r["host_ms_per_step"][part] for r in split) for part in ("forward_backward", "optimizer")]
+        gpu = [median(r.get("gpu_ms_per_step", {}).get(part) for r in split)
+               for part in ("forward_backward", "optimizer")]
+        gpu_text = " | ".join("" if value is None else f"{value:.2f}" for value in gpu)
+        rows.append(f"| {config} | {engine} | {step_ms:.2f} | {host[0]:.2f} | {host[1]:.2f} | {gpu_text} |")
+    if rows:
+        print()
+        print("| configuration | engine | ms per step | host: forward + backward | host: optimizer "
+              "| GPU: forward + backward | GPU: optimizer |")
+        print("|---|---|---|---|---|---|---|")
+        print("\n".join(rows))
+
+
 def table(results_file):
     runs = [json.loads(line) for line in open(results_file) if line.startswith("{")]
     groups = {}
@@ -56,6 +81,7 @@ def table(results_file):
         medians[(config, engine)] = per_s
         print(f"| {config} | {engine} | {len(group)} | {per_s:.0f} | "
               f"{'' if util is None else f'{util:.0f}'} | {'' if wait is None else f'{100 * wait:.1f}%'} |")
+    print_step_split(groups)
     print()
     print("| ratio (medians) | value | goal |")
     print("|---|---|---|")

@@ -12,6 +12,8 @@ device, precision, channels_last and ddp tell the runs apart (scripts/gpu-check'
 CPU autocast has bf16 only).
 --ddp: the model in DistributedDataParallel at world size 1 (NCCL on cuda, Gloo on cpu), engine "python DDP".
 --warmup: untimed steps first (5).
+The line also gives host_ms_per_step: the milliseconds per step the host spent in forward and backward and in
+the optimizer step (queueing the GPU's work; set beside tp-train-bench's host and GPU times).
 usage: python_eager.py ARCH BATCH SIZE CHANNELS STEPS THREADS [--channels-last] [--device cpu|cuda]
        [--precision fp32|bf16|fp16] [--ddp] [--warmup N]"""
 import argparse
@@ -110,17 +112,24 @@ def main():
             return contextlib.nullcontext()
         return torch.autocast(device, dtype=AUTOCAST_DTYPES[args.precision])
 
+    # The host's seconds in forward and backward and in the optimizer step (no synchronisation: the time the
+    # calls take to queue their work, as tp-train-bench's host_ms_per_step).
+    host_seconds = {"forward_backward": 0.0, "optimizer": 0.0}
+
     def step():
+        began = time.perf_counter()
         optimizer.zero_grad()
         with autocast():
             loss = F.cross_entropy(model(inputs), labels)
+        (scaler.scale(loss) if scaler is not None else loss).backward()
+        backward_done = time.perf_counter()
         if scaler is not None:
-            scaler.scale(loss).backward()
             scaler.step(optimizer)
             scaler.update()
         else:
-            loss.backward()
             optimizer.step()
+        host_seconds["forward_backward"] += backward_done - began
+        host_seconds["optimizer"] += time.perf_counter() - backward_done
 
     def synchronize():
         if device == "cuda":
@@ -129,6 +138,7 @@ def main():
     for _ in range(args.warmup):
         step()
     synchronize()
+    host_seconds.update(forward_backward=0.0, optimizer=0.0)
     started, cpu_started = time.perf_counter(), time.process_time()
     for _ in range(args.steps):
         step()
@@ -141,7 +151,8 @@ def main():
                       "config": f"{args.arch} batch {args.batch}, {args.channels}x{args.size}x{args.size}",
                       "images_per_s": round(images / seconds, 1), "images_per_cpu_s": round(images / cpu, 1),
                       "device": device, "precision": args.precision, "channels_last": args.channels_last,
-                      "ddp": args.ddp}))
+                      "ddp": args.ddp,
+                      "host_ms_per_step": {part: 1000 * value / args.steps for part, value in host_seconds.items()}}))
 
 
 main()

@@ -7,16 +7,21 @@
 // steps, where the trainer reads its losses) or "synchronize" (the host waits for the GPU twice a step, which
 // is how the trainer timed steps before), to show what a synchronisation per step costs.
 // Prints one JSON line with images per second and per CPU-second (process CPU time, which holds up when
-// other work shares the cores).
+// other work shares the cores), and the milliseconds per step that the host and (on a GPU) the GPU spent in
+// forward and backward and in the optimizer: a step whose host time exceeds its GPU time is bound by the
+// host's kernel launches.
 // usage: tp-train-bench ARCH BATCH SIZE CHANNELS STEPS THREADS [--device cpu|cuda] [--precision fp32|bf16|fp16]
 //                       [--step-timer events|synchronize] [--sgd foreach|loop]
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "measure/cpu_time.h"
 #include "model/model.h"
@@ -101,13 +106,15 @@ int main(int argc, char** argv) {
   };
   std::vector<torch::Tensor> losses;
   std::int64_t step_number = 0, timed_steps = 0;
+  // Where the measured steps' time went: on the host (the calls that queue the work) and on the GPU.
+  tp::train::StepTimes host_parts, gpu_parts;
   // The trainer's read point: the losses copied to the host at once, then the steps' GPU times taken.
   const auto read_losses = [&] {
     if (losses.empty()) return;
     torch::stack(losses).cpu();
     losses.clear();
     if (gpu_timer) {
-      for (; timed_steps < step_number; ++timed_steps) gpu_timer->take(timed_steps + 1);
+      for (; timed_steps < step_number; ++timed_steps) gpu_parts += gpu_timer->take(timed_steps + 1).times;
     }
   };
   const auto enter = [&](tp::train::StepPart part) {
@@ -124,7 +131,7 @@ int main(int argc, char** argv) {
     enter(tp::train::StepPart::optimizer);
     tp::train::apply_gradients(precision, placed.tensors, spec.train, *optimizer);
     wait_for_gpu();
-    timer.end_step();
+    host_parts += timer.end_step().times;
     if (gpu_timer) gpu_timer->end_step(++step_number);
     if (losses.size() == 50) read_losses();
   };
@@ -133,6 +140,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 5; ++i) step();  // warm-up: the TorchScript executor's profiling runs, cuDNN's search
   read_losses();
   wait_for(device);
+  host_parts = gpu_parts = {};
   const auto started = std::chrono::steady_clock::now();
   const double cpu_started = tp::bench::process_cpu_seconds();
   for (int i = 0; i < steps; ++i) step();
@@ -140,12 +148,26 @@ int main(int argc, char** argv) {
   wait_for(device);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const double cpu = tp::bench::process_cpu_seconds() - cpu_started;
-  std::printf(
-      "{\"engine\": \"trainpoint\", \"config\": \"%s batch %d, %dx%dx%d\", \"device\": \"%s\", \"precision\": "
-      "\"%s\", \"channels_last\": %s, \"step_timer\": \"%s\", \"sgd\": \"%s\", \"images_per_s\": %.1f, "
-      "\"images_per_cpu_s\": %.1f}\n",
-      arch.c_str(), batch, channels, size, size, device.is_cuda() ? "cuda" : "cpu", option["--precision"].c_str(),
-      channels_last ? "true" : "false", option["--step-timer"].c_str(), option["--sgd"].c_str(),
-      batch * steps / seconds, batch * steps / cpu);
+  // Milliseconds per step of the parts a step spends its time in (the host's with the synchronising timer
+  // include its waits for the GPU).
+  const auto per_step = [&](const tp::train::StepTimes& times) {
+    nlohmann::json parts;
+    for (const auto part : {tp::train::StepPart::forward_backward, tp::train::StepPart::optimizer}) {
+      parts[tp::train::step_part_name(part)] = 1000 * times[part] / steps;
+    }
+    return parts;
+  };
+  nlohmann::json line{{"engine", "trainpoint"},
+                      {"config", fmt::format("{} batch {}, {}x{}x{}", arch, batch, channels, size, size)},
+                      {"device", device.is_cuda() ? "cuda" : "cpu"},
+                      {"precision", option["--precision"]},
+                      {"channels_last", channels_last},
+                      {"step_timer", option["--step-timer"]},
+                      {"sgd", option["--sgd"]},
+                      {"images_per_s", batch * steps / seconds},
+                      {"images_per_cpu_s", batch * steps / cpu},
+                      {"host_ms_per_step", per_step(host_parts)}};
+  if (gpu_timer) line["gpu_ms_per_step"] = per_step(gpu_parts);
+  std::printf("%s\n", line.dump().c_str());
   return 0;
 }
