@@ -31,6 +31,30 @@ std::string torchrun_env(int rank, int world, int port) {
          " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ";
 }
 
+// A regression job in `dir` (table.csv, train.toml) that trains until it is stopped: epochs of 3000 rows,
+// no checkpoints; `more` is added to the spec.
+void write_endless_job(const testing::TempDir& dir, const std::string& more) {
+  std::string csv = "x1,x2,y\n";
+  for (int i = 0; i < 3000; ++i) csv += std::to_string(i % 17) + "," + std::to_string(i % 5) + "," + std::to_string(i % 7) + "\n";
+  testing::write_text(dir / "table.csv", csv);
+  testing::write_text(dir / "train.toml", R"([job]
+output = "out"
+[data]
+source = "table.csv"
+format = "table_csv"
+target = "y"
+task = "regression"
+[model]
+arch = "mlp"
+hidden = [16]
+[train]
+epochs = 100000
+batch_size = 16
+[checkpoint]
+every_epochs = 0
+)" + more);
+}
+
 TEST(Distributed, TwoRanksEqualOneRankWithTheGlobalBatchAndEndIdentical) {
   testing::TempDir dir;
   const std::string worker = std::string(TP_DIST_WORKER_BIN) + " equivalence --global-batch 32 --steps 6 --bucket-kb 4";
@@ -145,22 +169,7 @@ TEST(Distributed, AWorkersFailureBeforeTheRendezvousStopsEveryRankWithItsClassAn
 // message as soon as it reaches the rendezvous, instead of waiting dist.timeout_s for it (then exit 202).
 TEST(Distributed, TheMastersPreflightFailureStopsTheOtherRankWithItsClassAndMessage) {
   testing::TempDir dir;
-  std::string csv = "x1,x2,y\n";
-  for (int i = 0; i < 200; ++i) csv += std::to_string(i % 13) + "," + std::to_string(i % 3) + "," + std::to_string(i % 7) + "\n";
-  testing::write_text(dir / "table.csv", csv);
-  testing::write_text(dir / "train.toml", R"([job]
-output = "out"
-[data]
-source = "table.csv"
-format = "table_csv"
-target = "y"
-task = "regression"
-[model]
-arch = "mlp"
-hidden = [16]
-[dist]
-timeout_s = 60
-)");
+  write_endless_job(dir, "[dist]\ntimeout_s = 60\n");  // neither rank gets to train
   const int port = testing::free_port();
   const std::string run = testing::trainpoint_binary() + " run --spec " + (dir / "train.toml").string() +
                           " --workdir " + dir.path().string();
@@ -181,25 +190,7 @@ timeout_s = 60
 // OOM killer or a deleted pod does: its workers die with it (PR_SET_PDEATHSIG) instead of training on alone.
 TEST(Distributed, WorkersDieWithTheirKilledLauncher) {
   testing::TempDir dir;
-  std::string csv = "x1,x2,y\n";
-  for (int i = 0; i < 3000; ++i) csv += std::to_string(i % 17) + "," + std::to_string(i % 5) + "," + std::to_string(i % 7) + "\n";
-  testing::write_text(dir / "table.csv", csv);
-  testing::write_text(dir / "train.toml", R"([job]
-output = "out"
-[data]
-source = "table.csv"
-format = "table_csv"
-target = "y"
-task = "regression"
-[model]
-arch = "mlp"
-hidden = [16]
-[train]
-epochs = 100000
-batch_size = 16
-[checkpoint]
-every_epochs = 0
-)");
+  write_endless_job(dir, "");
   const std::string log = (dir / "launcher.log").string();
   // A worker is alive while its process exists and is not a zombie waiting for a reaper.
   const std::string alive = "alive() { s=$(awk '{print $3}' /proc/$1/stat 2>/dev/null); [ -n \"$s\" ] && [ \"$s\" != Z ]; }\n";
@@ -228,29 +219,7 @@ every_epochs = 0
 // exits too: nothing is left running.
 TEST(Distributed, StoppedRankIsReportedByStepAndPhaseAndThePeersExitRetryable) {
   testing::TempDir dir;
-  std::string csv = "x1,x2,y\n";
-  for (int i = 0; i < 3000; ++i) csv += std::to_string(i % 17) + "," + std::to_string(i % 5) + "," + std::to_string(i % 7) + "\n";
-  testing::write_text(dir / "table.csv", csv);
-  testing::write_text(dir / "train.toml", R"([job]
-output = "out"
-[data]
-source = "table.csv"
-format = "table_csv"
-target = "y"
-task = "regression"
-[model]
-arch = "mlp"
-hidden = [16]
-[train]
-epochs = 100000
-batch_size = 16
-[checkpoint]
-every_epochs = 0
-[dist]
-timeout_s = 15
-heartbeat_s = 1
-stall_s = 3
-)");
+  write_endless_job(dir, "[dist]\ntimeout_s = 15\nheartbeat_s = 1\nstall_s = 3\n");
   const int port = testing::free_port();
   const std::string run = testing::trainpoint_binary() + " run --spec " + (dir / "train.toml").string() +
                           " --workdir " + dir.path().string();
