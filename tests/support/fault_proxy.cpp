@@ -12,7 +12,8 @@ FaultProxy::FaultProxy(int upstream_port, const std::string& rules_json)
       process_(
           [&] {
             write_text(directory_.path() / "rules.json", rules_json);
-            return "python3 " + shell_quote(source_dir() + "/tests/s3/fault_proxy.py") + " " +
+            // Seeded, so that a rule's "probability" picks the same requests in every run of a test.
+            return "env FAULT_PROXY_SEED=7 python3 " + shell_quote(source_dir() + "/tests/s3/fault_proxy.py") + " " +
                    std::to_string(port_) + " " + std::to_string(upstream_port) + " " +
                    shell_quote((directory_.path() / "rules.json").string()) + " " +
                    shell_quote((directory_.path() / "requests.log").string());

@@ -10,7 +10,8 @@
 
 namespace tp::testing {
 
-// Forwards to `upstream_port`; `rules_json` is a JSON list of faults (see fault_proxy.py).
+// Forwards to `upstream_port`; `rules_json` is a JSON list of faults (see fault_proxy.py). The proxy's
+// random choices are seeded: the same requests fail in every run of a test.
 class FaultProxy {
  public:
   FaultProxy(int upstream_port, const std::string& rules_json);
