@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <openssl/evp.h>
 
 #include <chrono>
 #include <sstream>
@@ -10,6 +9,7 @@
 #include "command/pip.h"
 #include "command/process.h"
 #include "command/program.h"
+#include "common/digest.h"
 #include "common/error.h"
 #include "common/file_lock.h"
 #include "common/files.h"
@@ -43,15 +43,6 @@ print(json.dumps({
 // environment's own, as they would come in the base.
 constexpr const char* kBaseVenvPth = "_trainpoint_base_venv.pth";
 constexpr const char* kCompleteMarker = ".trainpoint-complete";
-
-std::string sha256_hex(const std::string& text) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(text.data(), text.size(), digest, &length, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned int i = 0; i < length; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
-}
 
 std::string python_string(const std::string& text) { return nlohmann::json(text).dump(); }
 

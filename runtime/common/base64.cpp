@@ -13,4 +13,16 @@ std::string base64(std::string_view bytes) {
   return out;
 }
 
+std::string base64_decode(std::string_view text) {
+  if (text.empty() || text.size() % 4 != 0) return {};
+  std::string out(text.size() / 4 * 3, '\0');
+  const int length =
+      EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                      reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+  if (length < 0) return {};
+  const std::size_t padding = text.size() - text.find_last_not_of('=') - 1;
+  out.resize(static_cast<std::size_t>(length) - padding);
+  return out;
+}
+
 }  // namespace tp

@@ -1,5 +1,7 @@
 #include "common/url.h"
 
+#include <cctype>
+
 namespace tp {
 
 std::string redacted_url(const std::string& url) {
@@ -12,6 +14,22 @@ std::string redacted_url(const std::string& url) {
   const auto colon = url.find(':', authority_start);
   if (colon == std::string::npos || colon > at) return url;
   return url.substr(0, colon + 1) + "***" + url.substr(at);
+}
+
+std::string percent_encode(std::string_view text, bool keep_slash) {
+  static constexpr char digits[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size() * 3);
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += digits[c >> 4];
+      out += digits[c & 0xF];
+    }
+  }
+  return out;
 }
 
 }  // namespace tp

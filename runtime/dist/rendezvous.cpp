@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/retry.h"
 #include "dist/c10d_compat.h"
 
 namespace tp::dist {
@@ -122,36 +123,47 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const ProcessGroupOptions& opti
   return compat::make_tcp_store(options.master_addr, store_options);
 }
 
-c10::intrusive_ptr<c10d::TCPStore> rendezvous(const ProcessGroupOptions& options) {
-  // Workers often start before the master's name resolves or its port listens: retry with backoff.
-  const auto deadline = Clock::now() + options.timeout;
-  auto delay = std::chrono::milliseconds(100);
+namespace {
+
+// Workers often start before the master's name resolves or its port listens: the one retry policy, with
+// shorter waits, until dist.timeout_s. Rank 0 serves the store and has nothing to wait for.
+c10::intrusive_ptr<c10d::TCPStore> connect_to_master(const ProcessGroupOptions& options) {
+  RetryPolicy policy = RetryPolicy::within(std::chrono::duration_cast<std::chrono::seconds>(options.timeout));
+  policy.first_wait = std::chrono::milliseconds(100);
+  policy.max_wait = std::chrono::milliseconds(5000);
+  policy.retry_log_level = spdlog::level::info;
   c10::intrusive_ptr<c10d::TCPStore> store;
-  for (int attempt = 1; !store; ++attempt) {
-    try {
-      store = connect_store(options, options.rank == 0, options.timeout);
-    } catch (const std::exception& error) {
-      const std::string cause = error.what();
-      if (!compat::is_network_failure(error)) {
-        // Retrying, here or by restarting the pod, would fail the same way.
-        fail(ExitCode::internal, "rank {}: cannot create the rendezvous store for {}:{}, and not for a network "
-             "reason: {}", options.rank, options.master_addr, options.master_port, cause.substr(0, cause.find('\n')));
+  try {
+    retry(policy, [&]() -> std::optional<std::string> {
+      try {
+        store = connect_store(options, options.rank == 0, options.timeout);
+        return std::nullopt;
+      } catch (const std::exception& error) {
+        const std::string cause = std::string(error.what()).substr(0, std::string(error.what()).find('\n'));
+        if (!compat::is_network_failure(error)) {
+          // Retrying, here or by restarting the pod, would fail the same way.
+          fail(ExitCode::internal, "rank {}: cannot create the rendezvous store for {}:{}, and not for a network "
+               "reason: {}", options.rank, options.master_addr, options.master_port, cause);
+        }
+        if (options.rank == 0) {
+          fail(ExitCode::peer_lost, "rank 0: cannot serve the rendezvous store on {}:{}: {}", options.master_addr,
+               options.master_port, cause);
+        }
+        return fmt::format("rank {}: the master {}:{} is not reachable yet: {}", options.rank, options.master_addr,
+                           options.master_port, cause);
       }
-      if (options.rank == 0) {
-        fail(ExitCode::peer_lost, "rank 0: cannot serve the rendezvous store on {}:{}: {}", options.master_addr,
-             options.master_port, cause.substr(0, cause.find('\n')));
-      }
-      if (Clock::now() + delay >= deadline) {
-        fail(ExitCode::peer_lost, "rank {}: rendezvous with the master {}:{} failed after {} attempts in {}s: {}",
-             options.rank, options.master_addr, options.master_port, attempt, options.timeout.count(),
-             cause.substr(0, cause.find('\n')));
-      }
-      spdlog::info("rank {}: master {}:{} not reachable yet (attempt {}), retrying in {}ms", options.rank,
-                   options.master_addr, options.master_port, attempt, delay.count());
-      std::this_thread::sleep_for(delay);
-      delay = std::min(delay * 2, std::chrono::milliseconds(5000));
-    }
+    });
+  } catch (const Error& error) {
+    if (error.code() != ExitCode::network) throw;
+    fail(ExitCode::peer_lost, "{}", error.what());  // the master never came: the pod may be restarted
   }
+  return store;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::TCPStore> rendezvous(const ProcessGroupOptions& options) {
+  c10::intrusive_ptr<c10d::TCPStore> store = connect_to_master(options);
   if (options.rank == 0) {
     give_verdict(options, *store);
   } else {

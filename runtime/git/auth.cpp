@@ -1,7 +1,5 @@
 #include "git/auth.h"
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <spdlog/spdlog.h>
 // libgit2 1.8 moved git_error_set_str to the system headers (Ubuntu 24.04 has 1.7, Debian 13 1.9).
 #if LIBGIT2_VER_MAJOR > 1 || (LIBGIT2_VER_MAJOR == 1 && LIBGIT2_VER_MINOR >= 8)
@@ -13,32 +11,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/base64.h"
+#include "common/digest.h"
 #include "common/error.h"
 #include "common/files.h"
 
 namespace tp::git {
 namespace {
-
-std::string base64_decode(const std::string& text) {
-  if (text.empty() || text.size() % 4 != 0) return {};
-  std::string out(text.size() / 4 * 3, '\0');
-  const int length =
-      EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                      reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
-  if (length < 0) return {};
-  const std::size_t padding = text.size() - text.find_last_not_of('=') - 1;
-  out.resize(static_cast<std::size_t>(length) - padding);
-  return out;
-}
-
-std::string base64_encode(const std::string& bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
-  const int length =
-      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                      reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
-  out.resize(static_cast<std::size_t>(length));
-  return out;
-}
 
 // The key type name at the start of an SSH public key blob ("ssh-ed25519", "ssh-rsa", ...).
 std::string key_type(const std::string& blob) {
@@ -56,11 +35,7 @@ bool host_matches(const std::string& pattern, const std::string& name) {
     if (separator == std::string::npos) return false;
     const std::string salt = base64_decode(pattern.substr(3, separator - 3));
     const std::string expected = base64_decode(pattern.substr(separator + 1));
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int digest_length = 0;
-    HMAC(EVP_sha1(), salt.data(), static_cast<int>(salt.size()),
-         reinterpret_cast<const unsigned char*>(name.data()), name.size(), digest, &digest_length);
-    return expected == std::string(reinterpret_cast<char*>(digest), digest_length);
+    return expected == hmac(HashAlgorithm::sha1, salt, name);
   }
   return pattern == name;
 }
@@ -109,10 +84,7 @@ HostKeyStatus check_known_hosts(const std::filesystem::path& known_hosts, const 
 }
 
 std::string ssh_fingerprint(const std::string& key_blob) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(key_blob.data(), key_blob.size(), digest, &length, EVP_sha256(), nullptr);
-  std::string encoded = base64_encode(std::string(reinterpret_cast<char*>(digest), length));
+  std::string encoded = base64(digest(HashAlgorithm::sha256, key_blob));
   while (!encoded.empty() && encoded.back() == '=') encoded.pop_back();
   return "SHA256:" + encoded;
 }

@@ -1,6 +1,5 @@
 #include "git/lfs.h"
 
-#include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
@@ -12,10 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "common/digest.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "common/retry.h"
 #include "git/libgit2.h"
-#include "http/retry.h"
 #include "http/transfer.h"
 
 namespace tp::git {
@@ -85,24 +85,6 @@ fs::path object_path(const fs::path& objects_dir, const std::string& oid) {
   return objects_dir / oid.substr(0, 2) / oid.substr(2, 2) / oid;
 }
 
-// SHA-256 of a file, hex.
-std::string file_sha256(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> context(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr);
-  std::vector<char> buffer(1 << 20);
-  while (in) {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    EVP_DigestUpdate(context.get(), buffer.data(), static_cast<std::size_t>(in.gcount()));
-  }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_DigestFinal_ex(context.get(), digest, &length);
-  std::string hex;
-  for (unsigned int i = 0; i < length; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
-}
-
 // Throws ExitCode::source unless `file` has the pointer's size and SHA-256.
 void verify(const fs::path& file, const LfsPointer& pointer, const std::string& origin) {
   std::error_code error;
@@ -111,7 +93,8 @@ void verify(const fs::path& file, const LfsPointer& pointer, const std::string& 
     fail(ExitCode::source, "LFS object {} from {} has {} bytes, its pointer says {}: the object is corrupt",
          pointer.oid, origin, error ? 0 : size, pointer.size);
   }
-  if (const std::string actual = file_sha256(file); actual != pointer.oid) {
+  if (const std::string actual = file_digest_hex(file, HashAlgorithm::sha256, ExitCode::output);
+      actual != pointer.oid) {
     fail(ExitCode::source, "LFS object {} from {} has SHA-256 {}: the object is corrupt", pointer.oid, origin,
          actual);
   }
@@ -387,7 +370,7 @@ void fetch_lfs_objects(git_repository* repo, const RemoteUrl& remote, const Remo
     for (auto it = missing.begin(); it != missing.end();) {
       batch.clear();
       for (; it != missing.end() && batch.size() < batch_size; ++it) batch.push_back(it->second);
-      http::retry_network_errors(http::RetryPolicy::within(request.network_timeout),
+      retry_network_errors(RetryPolicy::within(request.network_timeout),
                                  [&] { downloader.download(batch); });
     }
     for (const auto& [oid, pointer] : missing) {

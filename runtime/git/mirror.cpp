@@ -1,6 +1,5 @@
 #include "git/mirror.h"
 
-#include <openssl/evp.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -10,10 +9,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/digest.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/retry.h"
 #include "git/libgit2.h"
-#include "http/retry.h"
 
 namespace tp::git {
 namespace {
@@ -27,11 +27,7 @@ bool is_hex(const std::string& text) {
 
 // "host-name-<hash>.git": readable, and unique per URL (the hash covers the whole credential-free URL).
 std::string mirror_name(const RemoteUrl& remote) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(remote.url.data(), remote.url.size(), digest, &length, EVP_sha256(), nullptr);
-  std::string hash;
-  for (unsigned int i = 0; i < 8; ++i) hash += fmt::format("{:02x}", digest[i]);
+  const std::string hash = sha256_hex(remote.url).substr(0, 16);
   std::string base = fs::path(remote.url).filename().string();
   if (base.size() > 4 && base.compare(base.size() - 4, 4, ".git") == 0) base.resize(base.size() - 4);
   std::string name = remote.host.empty() ? base : remote.host + "-" + base;
@@ -119,7 +115,7 @@ std::vector<AdvertisedRef> list_remote_refs(const RemoteUrl& remote, RemoteAcces
   }
   std::unique_ptr<git_remote, void (*)(git_remote*)> owned(raw, git_remote_free);
   std::vector<AdvertisedRef> refs;
-  http::retry_network_errors(http::RetryPolicy::within(timeout), [&] {
+  retry_network_errors(RetryPolicy::within(timeout), [&] {
     access.reset_attempt();
     git_remote_callbacks callbacks = GIT_REMOTE_CALLBACKS_INIT;
     access.install(callbacks);
@@ -194,7 +190,7 @@ void Mirror::update_for(const std::string& ref, RemoteAccess& access, std::chron
   std::vector<std::string> refspecs = {"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"};
   const bool branch_or_tag = ref.rfind("refs/heads/", 0) == 0 || ref.rfind("refs/tags/", 0) == 0;
   if (ref.rfind("refs/", 0) == 0 && !branch_or_tag) refspecs.push_back("+" + ref + ":" + ref);
-  http::retry_network_errors(http::RetryPolicy::within(timeout), [&] { fetch(refspecs, access); });
+  retry_network_errors(RetryPolicy::within(timeout), [&] { fetch(refspecs, access); });
   if (full_sha && !has_commit(ref)) {
     // A commit on no branch or tag (a pull request's head, a force-pushed one): ask for it by
     // SHA, which servers that allow unadvertised wants (GitHub, GitLab) serve.

@@ -6,22 +6,19 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "common/cpu.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "common/tasks.h"
 #include "git/libgit2.h"
 #include "git/write_failure.h"
 
@@ -125,32 +122,6 @@ bool configuration_needs_filters(git_repository* repo) {
          attributes_file_in(GIT_CONFIG_LEVEL_SYSTEM, "gitattributes");
 }
 
-// The first failure of any writer; the others stop at their next file.
-class FirstFailure {
- public:
-  // `what` failed because of `cause` (libgit2's or strerror's text); `error_number` is errno, 0 for libgit2.
-  void set(std::string what, std::string cause, int error_number) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!what_) {
-      what_ = std::move(what);
-      cause_ = std::move(cause);
-      error_number_ = error_number;
-    }
-    failed_ = true;
-  }
-  bool failed() const { return failed_; }
-  void rethrow() const {
-    if (what_) write_failed(*what_, cause_, error_number_);
-  }
-
- private:
-  std::mutex mutex_;
-  std::atomic<bool> failed_{false};
-  std::optional<std::string> what_;
-  std::string cause_;
-  int error_number_ = 0;
-};
-
 bool write_all(int fd, const char* data, std::size_t size) {
   while (size > 0) {
     const ssize_t written = ::write(fd, data, size);
@@ -164,12 +135,11 @@ bool write_all(int fd, const char* data, std::size_t size) {
   return true;
 }
 
-// Writes one blob; on failure records why (with errno) and returns false.
-bool write_entry(git_repository* repo, const fs::path& workdir, Entry& entry, FirstFailure& failure) {
+// Writes one blob; throws (write_failed) what it could not write, with errno.
+void write_entry(git_repository* repo, const fs::path& workdir, Entry& entry) {
   git_blob* blob = nullptr;
   if (git_blob_lookup(&blob, repo, &entry.blob) != 0) {
-    failure.set("cannot read " + entry.path + " from the repository", libgit2_error(), 0);
-    return false;
+    write_failed("cannot read " + entry.path + " from the repository", libgit2_error());
   }
   std::unique_ptr<git_blob, void (*)(git_blob*)> owned(blob, git_blob_free);
   const auto* content = static_cast<const char*>(git_blob_rawcontent(blob));
@@ -178,25 +148,19 @@ bool write_entry(git_repository* repo, const fs::path& workdir, Entry& entry, Fi
   if (entry.mode == GIT_FILEMODE_LINK) {
     const std::string target(content, size);
     if (::symlink(target.c_str(), path.c_str()) != 0 || ::lstat(path.c_str(), &entry.written) != 0) {
-      failure.set("cannot create the symbolic link " + path.string(), std::strerror(errno), errno);
-      return false;
+      write_failed("cannot create the symbolic link " + path.string(), std::strerror(errno), errno);
     }
-    return true;
+    return;
   }
   const mode_t permissions = entry.mode == GIT_FILEMODE_BLOB_EXECUTABLE ? 0777 : 0666;
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, permissions);
-  if (fd < 0) {
-    failure.set("cannot create " + path.string(), std::strerror(errno), errno);
-    return false;
-  }
+  if (fd < 0) write_failed("cannot create " + path.string(), std::strerror(errno), errno);
   const bool written = write_all(fd, content, size) && ::fstat(fd, &entry.written) == 0;
   const int write_errno = errno;
   if (::close(fd) != 0 || !written) {
     const int cause = written ? errno : write_errno;
-    failure.set("cannot write " + path.string(), std::strerror(cause), cause);
-    return false;
+    write_failed("cannot write " + path.string(), std::strerror(cause), cause);
   }
-  return true;
 }
 
 // The files in runs that share a directory, as the tree walk lists them: [begin, end) of `files`.
@@ -215,27 +179,15 @@ std::vector<std::pair<std::size_t, std::size_t>> directory_runs(const std::vecto
 // the repository for itself: libgit2 objects are used by one thread at a time.
 void write_files(const fs::path& repo_path, const fs::path& workdir, std::vector<Entry>& files) {
   const auto runs = directory_runs(files);
-  FirstFailure failure;
-  std::atomic<std::size_t> next{0};
-  const auto writer = [&] {
-    git_repository* raw = nullptr;
-    if (git_repository_open(&raw, repo_path.c_str()) != 0) {
-      failure.set("cannot open " + repo_path.string(), libgit2_error(), 0);
-      return;
-    }
-    std::unique_ptr<git_repository, void (*)(git_repository*)> repo(raw, git_repository_free);
-    for (std::size_t run = next++; run < runs.size() && !failure.failed(); run = next++) {
-      for (std::size_t i = runs[run].first; i < runs[run].second; ++i) {
-        if (!write_entry(repo.get(), workdir, files[i], failure)) return;
-      }
-    }
-  };
   const int writers = std::max(1, std::min({usable_cores(), kMaxWriters, static_cast<int>(runs.size())}));
-  std::vector<std::thread> threads;
-  for (int i = 1; i < writers; ++i) threads.emplace_back(writer);
-  writer();
-  for (auto& thread : threads) thread.join();
-  failure.rethrow();
+  run_on_threads(runs.size(), writers, [&](TaskQueue& queue) {
+    git_repository* raw = nullptr;
+    if (git_repository_open(&raw, repo_path.c_str()) != 0) write_failed("cannot open " + repo_path.string(), libgit2_error());
+    std::unique_ptr<git_repository, void (*)(git_repository*)> repo(raw, git_repository_free);
+    queue.drain([&](std::size_t run) {
+      for (std::size_t i = runs[run].first; i < runs[run].second; ++i) write_entry(repo.get(), workdir, files[i]);
+    });
+  });
   spdlog::debug("{}: {} files written by {} threads", workdir.string(), files.size(), writers);
 }
 

@@ -1,7 +1,7 @@
 // HTTP on libcurl for s3, git's LFS and telemetry's progress posts: one easy handle (a kept-alive
 // connection) that performs one exchange at a time. libcurl's global initialisation happens once, here.
 // Bodies of 2xx answers stream to a sink; other bodies are kept (capped) for their error text. Transport
-// failures are classified, not thrown: the caller decides the exit class and whether to retry (http/retry.h).
+// failures are classified, not thrown: the caller decides the exit class and whether to retry (common/retry.h).
 #pragma once
 
 #include <atomic>

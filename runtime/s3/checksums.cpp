@@ -1,15 +1,12 @@
 #include "s3/checksums.h"
 
-#include <fcntl.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <crcutil/generic_crc.h>
 #include <isa-l/crc64.h>
 
 #include <array>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -52,40 +49,22 @@ std::string big_endian(std::uint32_t value) {
           static_cast<char>(value)};
 }
 
-const EVP_MD* evp_for(Digest::Algorithm algorithm) {
-  switch (algorithm) {
-    case Digest::Algorithm::md5:
-      return EVP_md5();
-    case Digest::Algorithm::sha1:
-      return EVP_sha1();
-    case Digest::Algorithm::sha256:
-      return EVP_sha256();
-    default:
-      return nullptr;
-  }
-}
-
 }  // namespace
 
 struct Digest::State {
   Algorithm algorithm;
-  EVP_MD_CTX* context = nullptr;
+  std::optional<Hasher> hasher;  // md5, sha1, sha256
   std::uint64_t crc = 0;
 };
 
 Digest::Digest(Algorithm algorithm) : state_(std::make_unique<State>()) {
   state_->algorithm = algorithm;
-  if (const EVP_MD* md = evp_for(algorithm)) {
-    state_->context = EVP_MD_CTX_new();
-    if (state_->context == nullptr || EVP_DigestInit_ex(state_->context, md, nullptr) != 1) {
-      throw std::runtime_error("OpenSSL digest initialisation failed");
-    }
-  }
+  if (algorithm == Algorithm::md5) state_->hasher.emplace(HashAlgorithm::md5);
+  if (algorithm == Algorithm::sha1) state_->hasher.emplace(HashAlgorithm::sha1);
+  if (algorithm == Algorithm::sha256) state_->hasher.emplace(HashAlgorithm::sha256);
 }
 
-Digest::~Digest() {
-  if (state_ && state_->context) EVP_MD_CTX_free(state_->context);
-}
+Digest::~Digest() = default;
 Digest::Digest(Digest&&) noexcept = default;
 Digest& Digest::operator=(Digest&&) noexcept = default;
 
@@ -108,7 +87,7 @@ void Digest::update(const void* data, std::size_t size) {
       state_->crc = crc64_rocksoft_refl(state_->crc, bytes, size);
       break;
     default:
-      EVP_DigestUpdate(state_->context, bytes, size);
+      state_->hasher->update(bytes, size);
   }
 }
 
@@ -119,12 +98,8 @@ std::string Digest::finish() {
       return big_endian(static_cast<std::uint32_t>(state_->crc));
     case Algorithm::crc64nvme:
       return big_endian64(state_->crc);
-    default: {
-      unsigned char out[EVP_MAX_MD_SIZE];
-      unsigned int length = 0;
-      EVP_DigestFinal_ex(state_->context, out, &length);
-      return std::string(reinterpret_cast<char*>(out), length);
-    }
+    default:
+      return state_->hasher->finish();
   }
 }
 
@@ -138,51 +113,8 @@ std::string concatenate_crcs(Digest::Algorithm algorithm, const std::vector<CrcP
                                                    : big_endian(static_cast<std::uint32_t>(combined));
 }
 
-std::string hex(std::string_view bytes) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out += digits[c >> 4];
-    out += digits[c & 0xF];
-  }
-  return out;
-}
-
-std::string sha256(std::string_view data) {
-  Digest digest(Digest::Algorithm::sha256);
-  digest.update(data.data(), data.size());
-  return digest.finish();
-}
-
-std::string sha256_hex(std::string_view data) {
-  return hex(sha256(data));
-}
-
-std::string md5(std::string_view data) {
-  Digest digest(Digest::Algorithm::md5);
-  digest.update(data.data(), data.size());
-  return digest.finish();
-}
-
 std::string file_md5_hex(const std::filesystem::path& file) {
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(ExitCode::output, "cannot read {}", file.string());
-  Digest md5(Digest::Algorithm::md5);
-  std::vector<char> buffer(1 << 20);
-  ssize_t got = 0;
-  while ((got = ::read(fd, buffer.data(), buffer.size())) > 0) md5.update(buffer.data(), static_cast<std::size_t>(got));
-  ::close(fd);
-  if (got < 0) fail(ExitCode::output, "cannot read {}", file.string());
-  return hex(md5.finish());
-}
-
-std::string hmac_sha256(std::string_view key, std::string_view data) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &length);
-  return std::string(reinterpret_cast<char*>(out), length);
+  return file_digest_hex(file, HashAlgorithm::md5, ExitCode::output);
 }
 
 }  // namespace tp::s3

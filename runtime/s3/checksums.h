@@ -1,7 +1,6 @@
-// Hashes and checksums S3 uses: SHA-256 and HMAC for SigV4, MD5 for ETags and Content-MD5, and the
-// x-amz-checksum-* algorithms (CRC64NVME, CRC32C, CRC32, SHA-1, SHA-256) that uploads send and downloads
-// verify. CRC-64/NVME comes from ISA-L, CRC-32C from crcutil (which also combines CRCs), CRC32 from zlib, the
-// rest from OpenSSL.
+// Checksums S3 uses: the x-amz-checksum-* algorithms (CRC64NVME, CRC32C, CRC32,
+// SHA-1, SHA-256) that uploads send and downloads verify, and MD5 for ETags. CRC-64/NVME comes from ISA-L,
+// CRC-32C from common's crc32c (crcutil combines CRCs), CRC32 from zlib, the digests from common/digest.h.
 #pragma once
 
 #include <cstddef>
@@ -13,14 +12,10 @@
 #include <vector>
 
 #include "common/base64.h"  // base64(), which the checksums S3 sends are written in
+#include "common/digest.h"
 
 namespace tp::s3 {
 
-std::string hex(std::string_view bytes);
-std::string sha256(std::string_view data);  // raw 32 bytes
-std::string sha256_hex(std::string_view data);
-std::string hmac_sha256(std::string_view key, std::string_view data);  // raw 32 bytes
-std::string md5(std::string_view data);                                // raw 16 bytes
 // The MD5 of a file's contents as 32 hex digits (a single-part ETag). Throws tp::Error (output) when it
 // cannot be read.
 std::string file_md5_hex(const std::filesystem::path& file);

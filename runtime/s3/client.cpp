@@ -15,6 +15,8 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/tasks.h"
+#include "common/url.h"
 #include "s3/checksums.h"
 #include "s3/xml.h"
 
@@ -220,7 +222,7 @@ Client::Target Client::locate(const std::string& bucket, const std::string& key,
   }
   const std::string query_string = canonical_query(query);
   target.url =
-      scheme + target.host + uri_encode(target.path, true) + (query_string.empty() ? "" : "?" + query_string);
+      scheme + target.host + percent_encode(target.path, true) + (query_string.empty() ? "" : "?" + query_string);
   return target;
 }
 
@@ -292,7 +294,7 @@ std::optional<std::string> Client::check(const http::Response& response, const s
 }
 
 void Client::retrying(const std::string& what, const std::function<std::optional<std::string>()>& attempt) {
-  http::retry(settings_.retry, [&]() -> std::optional<std::string> {
+  retry(settings_.retry, [&]() -> std::optional<std::string> {
     if (cancel_.load()) fail(ExitCode::network, "{}: cancelled after another transfer failed", what);
     const std::optional<std::string> cause = attempt();
     if (!cause) return std::nullopt;
@@ -301,33 +303,24 @@ void Client::retrying(const std::string& what, const std::function<std::optional
 }
 
 void Client::run_parallel(std::size_t count, const std::function<void(http::Handle&, std::size_t)>& task) {
-  std::atomic<std::size_t> next{0};
-  std::mutex error_mutex;
-  std::exception_ptr first_error;
   cancel_ = false;
-  auto worker = [&] {
-    HandleLease lease(*this);
-    for (std::size_t index = next++; index < count && !cancel_.load(); index = next++) {
-      try {
-        task(lease.get(), index);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!first_error) first_error = std::current_exception();
-        cancel_ = true;
-      }
-    }
-  };
-  const std::size_t thread_count =
-      std::min<std::size_t>(count, static_cast<std::size_t>(settings_.parallelism));
-  if (thread_count <= 1) {
-    worker();
-  } else {
-    std::vector<std::thread> threads;
-    for (std::size_t i = 0; i < thread_count; ++i) threads.emplace_back(worker);
-    for (auto& thread : threads) thread.join();
+  try {
+    run_on_threads(count, settings_.parallelism, [&](TaskQueue& queue) {
+      HandleLease lease(*this);
+      queue.drain([&](std::size_t index) {
+        try {
+          task(lease.get(), index);
+        } catch (...) {
+          cancel_ = true;  // transfers under way stop retrying
+          throw;
+        }
+      });
+    });
+  } catch (...) {
+    cancel_ = false;
+    throw;
   }
   cancel_ = false;
-  if (first_error) std::rethrow_exception(first_error);
 }
 
 Listing Client::list(const std::string& bucket, const std::string& prefix, const std::string& delimiter) {

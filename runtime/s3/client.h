@@ -1,5 +1,5 @@
 // An S3 client on http/transfer.h (libcurl): ListObjectsV2, HeadObject, verified downloads (ranged parts in
-// parallel for large objects), PutObject and multipart upload. Every request is retried under http/retry.h's
+// parallel for large objects), PutObject and multipart upload. Every request is retried under common/retry.h's
 // policy on 5xx, 429/SlowDown, timeouts, resets and truncated bodies; a cut download resumes with Range.
 //
 // Memory: each download in flight holds one libcurl receive buffer (http::Settings::receive_buffer_bytes,
@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "http/retry.h"
+#include "common/retry.h"
 #include "http/transfer.h"
 #include "s3/checksums.h"
 #include "s3/credentials.h"
@@ -34,7 +34,7 @@ struct TransferSettings {
   std::uint64_t part_size = 8ull << 20;
   std::uint64_t parallel_download_threshold = 32ull << 20;  // larger objects download as parallel ranges
   std::uint64_t multipart_upload_threshold = 64ull << 20;   // larger files upload in parts
-  http::RetryPolicy retry;                                  // per request
+  RetryPolicy retry;                                  // per request
   int list_page_size = 1000;
   http::Settings http;
 };

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/time.h"
+#include "common/url.h"
 #include "s3/checksums.h"
 
 namespace tp::s3 {
@@ -35,27 +36,11 @@ std::string canonical_header_value(std::string_view value) {
 
 }  // namespace
 
-std::string uri_encode(std::string_view text, bool keep_slash) {
-  static constexpr char digits[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(text.size() * 3);
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += digits[c >> 4];
-      out += digits[c & 0xF];
-    }
-  }
-  return out;
-}
-
 std::string canonical_query(const QueryList& query) {
   std::vector<std::pair<std::string, std::string>> encoded;
   encoded.reserve(query.size());
   for (const auto& [name, value] : query)
-    encoded.emplace_back(uri_encode(name, false), uri_encode(value, false));
+    encoded.emplace_back(percent_encode(name, false), percent_encode(value, false));
   std::sort(encoded.begin(), encoded.end());
   std::string out;
   for (const auto& [name, value] : encoded) {
@@ -102,17 +87,17 @@ SignedRequest sign(const SignableRequest& request, const Credentials& credential
   }
 
   signed_request.canonical_request =
-      fmt::format("{}\n{}\n{}\n{}\n{}\n{}", request.method, uri_encode(request.path, true),
+      fmt::format("{}\n{}\n{}\n{}\n{}\n{}", request.method, percent_encode(request.path, true),
                   canonical_query(request.query), canonical_headers, signed_headers, request.payload_sha256);
   const std::string scope = fmt::format("{}/{}/s3/aws4_request", date, region);
   signed_request.string_to_sign = fmt::format("AWS4-HMAC-SHA256\n{}\n{}\n{}", timestamp, scope,
                                               sha256_hex(signed_request.canonical_request));
 
-  const std::string date_key = hmac_sha256("AWS4" + credentials.secret_access_key, date);
-  const std::string region_key = hmac_sha256(date_key, region);
-  const std::string service_key = hmac_sha256(region_key, "s3");
-  const std::string signing_key = hmac_sha256(service_key, "aws4_request");
-  signed_request.signature = hex(hmac_sha256(signing_key, signed_request.string_to_sign));
+  const std::string date_key = hmac(HashAlgorithm::sha256, "AWS4" + credentials.secret_access_key, date);
+  const std::string region_key = hmac(HashAlgorithm::sha256, date_key, region);
+  const std::string service_key = hmac(HashAlgorithm::sha256, region_key, "s3");
+  const std::string signing_key = hmac(HashAlgorithm::sha256, service_key, "aws4_request");
+  signed_request.signature = hex(hmac(HashAlgorithm::sha256, signing_key, signed_request.string_to_sign));
   signed_request.headers.emplace_back(
       "Authorization",
       fmt::format("AWS4-HMAC-SHA256 Credential={}/{},SignedHeaders={},Signature={}",

@@ -44,8 +44,6 @@ struct SignedRequest {
   HeaderList headers;     // every header to send, Authorization included
 };
 
-// S3's URI encoding: everything but A-Z a-z 0-9 - _ . ~ as %XX (upper case); '/' kept when `keep_slash`.
-std::string uri_encode(std::string_view text, bool keep_slash);
 // The query string as sent and as signed: names and values encoded, sorted, `name=value` joined by '&'.
 std::string canonical_query(const QueryList& query);
 // "20130524T000000Z" for a UTC time.

@@ -22,11 +22,12 @@
 
 #include "common/cpu.h"
 #include "common/crc32c.h"
+#include "common/digest.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "common/tasks.h"
 #include "data/shards.h"
 #include "data/tar.h"
-#include "s3/checksums.h"
 #include "s3/client.h"
 #include "s3/paths.h"
 #include "s3/stage.h"
@@ -209,7 +210,7 @@ std::string plan_id(const std::vector<PlannedShard>& shards, const PackRequest& 
                           sample.target);
     }
   }
-  return s3::sha256_hex(text);
+  return sha256_hex(text);
 }
 
 std::string record_name(const std::string& shard) { return std::string(kRecords) + "/" + shard + ".json"; }
@@ -359,39 +360,18 @@ PackResult pack(const PackRequest& request) {
   }
   if (result.kept > 0) spdlog::info("pack: {} shards of an interrupted pack of the same plan are kept", result.kept);
 
-  std::atomic<std::size_t> next{0};
   std::mutex mutex;
-  std::exception_ptr failure;
-  const auto work = [&] {
-    while (true) {
-      const std::size_t n = next++;
-      if (n >= to_write.size()) return;
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (failure) return;
-      }
-      const PlannedShard& planned = plan[to_write[n]];
-      try {
-        data::ShardInfo info = write_shard(planned, classification, *destination);
-        destination->write_text(record_name(planned.name),
-                                json{{"plan", plan_hash}, {"bytes", info.bytes}, {"crc32c", info.crc32c}}.dump() + "\n");
-        std::lock_guard<std::mutex> lock(mutex);
-        ++result.written;
-        spdlog::info("pack: {}: {} samples, {:.1f} MiB ({} of {} written)", destination->describe(planned.name),
-                     info.samples, static_cast<double>(info.bytes) / (1 << 20), result.written, to_write.size());
-        shards[to_write[n]] = std::move(info);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!failure) failure = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int i = 0; i < std::max(1, std::min<int>(request.workers, static_cast<int>(to_write.size()))); ++i) {
-    threads.emplace_back(work);
-  }
-  for (auto& thread : threads) thread.join();
-  if (failure) std::rethrow_exception(failure);
+  run_tasks(to_write.size(), request.workers, [&](std::size_t n) {
+    const PlannedShard& planned = plan[to_write[n]];
+    data::ShardInfo info = write_shard(planned, classification, *destination);
+    destination->write_text(record_name(planned.name),
+                            json{{"plan", plan_hash}, {"bytes", info.bytes}, {"crc32c", info.crc32c}}.dump() + "\n");
+    std::lock_guard<std::mutex> lock(mutex);
+    ++result.written;
+    spdlog::info("pack: {}: {} samples, {:.1f} MiB ({} of {} written)", destination->describe(planned.name),
+                 info.samples, static_cast<double>(info.bytes) / (1 << 20), result.written, to_write.size());
+    shards[to_write[n]] = std::move(info);
+  });
 
   for (std::size_t i = 0; i < plan.size(); ++i) {
     (i < train_shards ? index.train : index.valid).shards.push_back(std::move(*shards[i]));

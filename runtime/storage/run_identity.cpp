@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <map>
 
+#include "common/digest.h"
 #include "common/error.h"
 #include "common/files.h"
-#include "s3/checksums.h"
 #include "s3/client.h"
 #include "s3/paths.h"
 #include "s3/stage.h"
@@ -63,7 +63,7 @@ std::string describe(const std::vector<ListedFile>& files) {
     bytes += file.size;
   }
   return fmt::format("{} files, {:.1f} MiB, sha256 {}", files.size(), static_cast<double>(bytes) / (1 << 20),
-                     s3::sha256_hex(listing).substr(0, 12));
+                     sha256_hex(listing).substr(0, 12));
 }
 
 std::string describe_data(const std::string& source, const spec::DataSpec& data, const fs::path& root) {
@@ -77,7 +77,7 @@ std::optional<std::string> describe_file(const std::string& reference, const fs:
   const fs::path file = (root / reference).lexically_normal();
   std::error_code error;
   if (!fs::is_regular_file(file, error)) return std::nullopt;  // model loading reports it
-  return "sha256 " + s3::sha256_hex(read_file(file, ExitCode::model)).substr(0, 12);
+  return "sha256 " + sha256_hex(read_file(file, ExitCode::model)).substr(0, 12);
 }
 
 // The newest checkpoint file's time in a run directory; nothing when it holds none.
@@ -97,7 +97,7 @@ std::optional<fs::file_time_type> newest_checkpoint_time(const fs::path& directo
 std::string RunIdentity::digest() const {
   std::string text;
   for (const auto& item : items) text += item.name + "=" + item.value + "\n";
-  return s3::sha256_hex(text);
+  return sha256_hex(text);
 }
 
 RunIdentity run_identity(const spec::Spec& spec, const fs::path& root, const std::string& commit) {

@@ -9,7 +9,8 @@
 
 #include "common/error.h"
 #include "common/files.h"
-#include "http/retry.h"
+#include "common/retry.h"
+#include "common/url.h"
 #include "http/transfer.h"
 
 namespace tp::telemetry {
@@ -29,31 +30,6 @@ std::string param_text(const HParam& value) {
   if (const auto* flag = std::get_if<bool>(&value)) return *flag ? "true" : "false";
   if (const auto* number = std::get_if<double>(&value)) return fmt::format("{}", *number);
   return std::get<std::string>(value).substr(0, kParamValueLength);
-}
-
-std::string url_escape(const std::string& text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
-}
-
-// An artifact's path below the proxy, each segment escaped.
-std::string path_escape(const std::string& path) {
-  std::string out;
-  std::size_t start = 0;
-  for (std::size_t slash = path.find('/'); ; slash = path.find('/', start)) {
-    out += url_escape(path.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
-    if (slash == std::string::npos) break;
-    out += '/';
-    start = slash + 1;
-  }
-  return out;
 }
 
 // What mlflow-run.json holds.
@@ -110,14 +86,14 @@ MlflowSink::MlflowSink(MlflowSettings settings) : settings_(std::move(settings))
 
 MlflowSink::~MlflowSink() = default;
 
-// `request` until the server answers 200, through the one retry policy (http/retry.h): a transport failure
+// `request` until the server answers 200, through the one retry policy (common/retry.h): a transport failure
 // or a transient status (429, 5xx) is tried again, so that a flaky tracking server costs retries, not the
 // run's history; the last failure, or any other answer, throws, naming `what` and the server's error (never a
 // credential). A retried call changes nothing twice on the server: a metric logged again at the same step and
 // time is the same point to MLflow, and a run's end the same end.
 http::Response MlflowSink::perform(const http::Request& request, const std::string& what) {
   http::Response response;
-  http::retry(http::RetryPolicy{}, [&]() -> std::optional<std::string> {
+  retry(RetryPolicy{}, [&]() -> std::optional<std::string> {
     response = handle_->perform(request);
     if (response.transport != http::Transport::ok) {
       const std::string cause = fmt::format("{}: {}", what, response.transport_error);
@@ -150,7 +126,7 @@ std::string MlflowSink::call(const std::string& method, const std::string& path,
 std::string MlflowSink::experiment_id() {
   if (settings_.experiment_name.empty()) return "0";  // MLflow's Default experiment
   const std::string by_name = "/api/2.0/mlflow/experiments/get-by-name?experiment_name=" +
-                              url_escape(settings_.experiment_name);
+                              percent_encode(settings_.experiment_name, false);
   try {
     return json::parse(call("GET", by_name, ""))["experiment"]["experiment_id"].get<std::string>();
   } catch (const Error&) {
@@ -211,7 +187,8 @@ void MlflowSink::run_started(const HParams& hparams, double wall_time) {
   if (!settings_.run_key.empty()) tags.push_back({{"key", "trainpoint.run_key"}, {"value", settings_.run_key}});
   json info;
   if (!run_id_.empty()) {
-    info = json::parse(call("GET", "/api/2.0/mlflow/runs/get?run_id=" + url_escape(run_id_), ""))["run"]["info"];
+    info = json::parse(call("GET", "/api/2.0/mlflow/runs/get?run_id=" + percent_encode(run_id_, false), ""))["run"]
+                      ["info"];
     call("POST", "/api/2.0/mlflow/runs/update", json{{"run_id", run_id_}, {"status", "RUNNING"}}.dump());
     experiment = info.value("experiment_id", experiment);
   } else {
@@ -275,8 +252,8 @@ void MlflowSink::artifact(const std::filesystem::path& file) {
   const std::uint64_t size = std::filesystem::file_size(file);
   http::Request request;
   request.method = "PUT";
-  request.url = settings_.tracking_uri + "/api/2.0/mlflow-artifacts/artifacts/" + path_escape(artifact_path_) + "/" +
-                url_escape(file.filename().string());
+  request.url = settings_.tracking_uri + "/api/2.0/mlflow-artifacts/artifacts/" +
+                percent_encode(artifact_path_, true) + "/" + percent_encode(file.filename().string(), false);
   request.headers = {{"Content-Type", "application/octet-stream"}};
   if (!settings_.token.empty()) request.headers.emplace_back("Authorization", "Bearer " + settings_.token);
   if (!settings_.username.empty()) request.basic_auth = std::make_pair(settings_.username, settings_.password);

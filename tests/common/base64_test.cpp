@@ -19,5 +19,14 @@ TEST(Base64, EncodesTheRfcTestVectorsAndHighBytes) {
   EXPECT_EQ(base64(std::string("\xff\xd8\xff\x00", 4)), "/9j/AA==");
 }
 
+TEST(Base64, DecodesWhatItEncodesAndNothingThatIsNotBase64) {
+  for (const std::string bytes : {"f", "fo", "foo", "foob", "fooba", "foobar"}) {
+    EXPECT_EQ(base64_decode(base64(bytes)), bytes);
+  }
+  EXPECT_EQ(base64_decode("/9j/AA=="), std::string("\xff\xd8\xff\x00", 4));
+  EXPECT_EQ(base64_decode("Zm9"), "") << "not a multiple of 4";
+  EXPECT_EQ(base64_decode("Zm9*"), "") << "not the alphabet";
+}
+
 }  // namespace
 }  // namespace tp

@@ -13,5 +13,10 @@ TEST(RedactedUrl, RedactsPasswordsOnly) {
   EXPECT_EQ(redacted_url("/srv/repo.git"), "/srv/repo.git");
 }
 
+TEST(Url, PercentEncodingKeepsOnlyUnreservedCharacters) {
+  EXPECT_EQ(percent_encode("a b+c=d~e_f.g-h/é", true), "a%20b%2Bc%3Dd~e_f.g-h/%C3%A9");
+  EXPECT_EQ(percent_encode("a/b", false), "a%2Fb");
+}
+
 }  // namespace
 }  // namespace tp

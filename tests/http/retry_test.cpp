@@ -1,6 +1,6 @@
-// The one retry policy (http/retry.h): its schedule, and its loop against Python's http.server on
-// loopback with faults injected by tests/s3/fault_proxy.py.
-#include "http/retry.h"
+// The one retry policy (common/retry.h) as HTTP uses it: its schedule, and its loop against Python's
+// http.server on loopback with faults injected by tests/s3/fault_proxy.py.
+#include "common/retry.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>

@@ -3,7 +3,6 @@
 // streamed through a bounded cache, and the errors of a corrupt shard, a missing shard, an index that does not
 // match its shards and a shard set too small for the world size.
 #include <gtest/gtest.h>
-#include <openssl/sha.h>
 #include <torch/torch.h>
 
 #include <fstream>
@@ -13,6 +12,7 @@
 #include <regex>
 #include <set>
 
+#include "common/digest.h"
 #include "common/error.h"
 #include "data/loader.h"
 #include "data/sampler.h"
@@ -39,14 +39,6 @@ using testing::shell_quote;
 std::string file_bytes(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
-}
-
-std::string sha256_hex(const std::string& bytes) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
-  std::string hex;
-  for (unsigned char byte : digest) hex += fmt::format("{:02x}", byte);
-  return hex;
 }
 
 // Every file of `directory` with its bytes' hash.

@@ -1,5 +1,6 @@
-// The one retry policy of trainpoint's network operations: S3 requests, git fetches and Git LFS transfers
-// (docs/reliability.md, "Retries"). Its parameters are the defaults of RetryPolicy below.
+// The one retry policy of trainpoint's network operations: S3 requests, git fetches, Git LFS transfers, MLflow
+// calls and the rendezvous with the master (docs/reliability.md, "Retries"). Its parameters are the defaults
+// of RetryPolicy below.
 //
 // An attempt that fails transiently (the caller says which: for HTTP, Transport::transient and
 // transient_status in http/transfer.h) is tried again after a wait; any other failure ends at once. The
@@ -9,18 +10,22 @@
 // wait would end more than `deadline` after the first attempt began, whichever comes first.
 #pragma once
 
+#include <spdlog/common.h>
+
 #include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
 
-namespace tp::http {
+namespace tp {
 
 struct RetryPolicy {
   std::chrono::milliseconds first_wait{200};
   std::chrono::milliseconds max_wait{10'000};
   int max_attempts = 8;              // including the first; 0: no limit (then a deadline bounds it)
   std::chrono::seconds deadline{0};  // 0: none
+  // Where waiting is expected (a worker that starts before its master), each retry's line is info, not warning.
+  spdlog::level::level_enum retry_log_level = spdlog::level::warn;
 
   // No attempt limit: tried again until `deadline` has passed (git's --git-timeout).
   static RetryPolicy within(std::chrono::seconds deadline);
@@ -39,4 +44,4 @@ void retry(const RetryPolicy& policy, const std::function<std::optional<std::str
 // those are tried again; any other exception propagates at once.
 void retry_network_errors(const RetryPolicy& policy, const std::function<void()>& attempt);
 
-}  // namespace tp::http
+}  // namespace tp

@@ -1,4 +1,4 @@
-#include "http/retry.h"
+#include "common/retry.h"
 
 #include <spdlog/spdlog.h>
 
@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 
-namespace tp::http {
+namespace tp {
 namespace {
 
 std::string describe_wait(std::chrono::milliseconds wait) {
@@ -46,7 +46,7 @@ void retry(const RetryPolicy& policy, const std::function<std::optional<std::str
            attempts == 1 ? "" : "s",
            policy.deadline.count() > 0 ? fmt::format(" within {}s", policy.deadline.count()) : "");
     }
-    spdlog::warn("{}; retry {}{} in {}", *failure, attempts,
+    spdlog::log(policy.retry_log_level, "{}; retry {}{} in {}", *failure, attempts,
                  policy.max_attempts > 0 ? fmt::format("/{}", policy.max_attempts - 1) : "",
                  describe_wait(wait));
     std::this_thread::sleep_for(wait);
@@ -65,4 +65,4 @@ void retry_network_errors(const RetryPolicy& policy, const std::function<void()>
   });
 }
 
-}  // namespace tp::http
+}  // namespace tp
