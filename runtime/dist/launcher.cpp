@@ -26,8 +26,6 @@ volatile std::sig_atomic_t received_signal = 0;
 
 void remember_signal(int signal_number) { received_signal = signal_number; }
 
-int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
-
 // A started worker, and the reason it could not be started (empty when it was).
 struct Started {
   pid_t pid = -1;
@@ -76,73 +74,21 @@ class StderrTail {
   std::string text_;
 };
 
-// The child reports a failed exec through a pipe that a successful exec closes (O_CLOEXEC), so that
-// "cannot execute" is told apart from a program that ran and exited.
 Started start_worker(const WorkerLaunch& launch, int local_rank) {
-  const bool self = launch.program.empty();
-  std::vector<std::string> argv{self ? "trainpoint" : launch.program};
-  argv.insert(argv.end(), launch.arguments.begin(), launch.arguments.end());
-  std::map<std::string, std::optional<std::string>> changes;
+  ChildRequest request;
+  request.program = launch.program.empty() ? "/proc/self/exe" : launch.program;
+  if (launch.program.empty()) request.argv0 = "trainpoint";
+  request.arguments = launch.arguments;
+  request.working_directory = launch.working_directory;
+  request.output = launch.keep_stderr_tail ? ChildOutput::stderr_piped : ChildOutput::inherited;
   for (const auto& [name, value] : worker_environment(launch.topology, local_rank, launch.run_id)) {
-    changes[name] = value;
+    request.environment[name] = value;
   }
-  for (const auto& [name, value] : launch.environment) changes[name] = value;
-  ChildEnvironment environment(changes);
-  std::vector<char*> raw;
-  for (auto& argument : argv) raw.push_back(argument.data());
-  raw.push_back(nullptr);
-  // What the child may write when it cannot go on, made before fork (the child allocates nothing).
-  const std::string cannot_enter = fmt::format("cannot start worker {}: cannot enter {}\n", local_rank,
-                                               launch.working_directory);
-  const std::string cannot_exec = fmt::format("cannot start worker {}: exec of trainpoint failed\n", local_rank);
-
-  int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) {
-    fail(ExitCode::internal, "cannot start worker {}: pipe failed: {}", local_rank, std::strerror(errno));
-  }
-  int stderr_pipe[2] = {-1, -1};
-  if (launch.keep_stderr_tail && ::pipe2(stderr_pipe, O_CLOEXEC) != 0) {
-    fail(ExitCode::internal, "cannot start worker {}: pipe failed: {}", local_rank, std::strerror(errno));
-  }
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) fail(ExitCode::internal, "cannot start worker {}: fork failed: {}", local_rank, std::strerror(errno));
-  if (pid == 0) {  // async-signal-safe calls only until exec (common/child_process.h)
-    die_with_parent(parent);
-    ::close(report[0]);
-    if (stderr_pipe[1] >= 0) ::dup2(stderr_pipe[1], STDERR_FILENO);  // dup2 clears O_CLOEXEC
-    ::signal(SIGTERM, SIG_DFL);
-    ::signal(SIGINT, SIG_DFL);
-    restore_broken_pipe_default();  // a user's program (a shell pipeline) expects it
-    if (!launch.working_directory.empty() && ::chdir(launch.working_directory.c_str()) != 0) {
-      [[maybe_unused]] const auto written = ::write(STDERR_FILENO, cannot_enter.data(), cannot_enter.size());
-      std::_Exit(static_cast<int>(ExitCode::internal));
-    }
-    if (self) {
-      ::execve("/proc/self/exe", raw.data(), environment.envp());
-      [[maybe_unused]] const auto written = ::write(STDERR_FILENO, cannot_exec.data(), cannot_exec.size());
-      std::_Exit(static_cast<int>(ExitCode::internal));
-    }
-    ::execvpe(launch.program.c_str(), raw.data(), environment.envp());
-    const int cause = errno;
-    [[maybe_unused]] const auto written = ::write(report[1], &cause, sizeof cause);
-    std::_Exit(127);
-  }
-  ::close(report[1]);
-  if (stderr_pipe[1] >= 0) {
-    ::close(stderr_pipe[1]);
-    ::fcntl(stderr_pipe[0], F_SETFL, O_NONBLOCK);
-  }
-  int cause = 0;
-  ssize_t got = 0;
-  do {
-    got = ::read(report[0], &cause, sizeof cause);
-  } while (got < 0 && errno == EINTR);
-  ::close(report[0]);
-  if (got != static_cast<ssize_t>(sizeof cause)) return {pid, "", stderr_pipe[0]};
-  ::waitpid(pid, nullptr, 0);
-  if (stderr_pipe[0] >= 0) ::close(stderr_pipe[0]);
-  return {-1, fmt::format("cannot execute '{}': {}", launch.program, std::strerror(cause))};
+  for (const auto& [name, value] : launch.environment) request.environment[name] = value;
+  const StartedChild child = start_child(request);
+  if (child.pid < 0) return {-1, child.failure};
+  if (child.output >= 0) ::fcntl(child.output, F_SETFL, O_NONBLOCK);
+  return {child.pid, "", child.output};
 }
 
 int global_rank(const Topology& topology, int local_rank) {
