@@ -1,23 +1,14 @@
 #include "dist/launcher.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <poll.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <thread>
 
-#include "common/child_process.h"
 #include "common/cpu.h"
-#include "common/error.h"
 #include "common/log.h"
-#include "common/signals.h"
 
 namespace tp::dist {
 namespace {
@@ -26,127 +17,72 @@ volatile std::sig_atomic_t received_signal = 0;
 
 void remember_signal(int signal_number) { received_signal = signal_number; }
 
-int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
-
-// A started worker, and the reason it could not be started (empty when it was).
-struct Started {
-  pid_t pid = -1;
-  std::string exec_error;
-  int stderr_pipe = -1;  // the read end of its stderr, with keep_stderr_tail
-};
-
-// How many of a worker's last stderr lines a failure's message can show.
-constexpr std::size_t kStderrTailLines = 20;
-
-// A worker's stderr on its way to the launcher's: passed on as it comes, its last lines kept.
-class StderrTail {
- public:
-  // Reads what is there; returns false at the end of the stream.
-  bool pump(int fd) {
-    char buffer[65536];
-    const ssize_t got = ::read(fd, buffer, sizeof buffer);
-    if (got < 0) return errno == EINTR || errno == EAGAIN;
-    if (got == 0) return false;
-    for (ssize_t written = 0; written < got;) {
-      const ssize_t now = ::write(STDERR_FILENO, buffer + written, static_cast<std::size_t>(got - written));
-      if (now < 0 && errno != EINTR) break;  // our own stderr is gone: keep the lines anyway
-      written += std::max<ssize_t>(now, 0);
-    }
-    text_.append(buffer, static_cast<std::size_t>(got));
-    constexpr std::size_t kKeep = 64 * 1024;
-    if (text_.size() > 2 * kKeep) text_.erase(0, text_.size() - kKeep);
-    return true;
-  }
-  std::vector<std::string> last_lines() const {
-    std::vector<std::string> lines;
-    std::size_t end = text_.size();
-    while (end > 0 && lines.size() < kStderrTailLines) {
-      const std::size_t start = text_.rfind('\n', end - 1);
-      const std::size_t from = start == std::string::npos ? 0 : start + 1;
-      std::string line = text_.substr(from, end - from);
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (!line.empty()) lines.insert(lines.begin(), std::move(line));
-      if (start == std::string::npos) break;
-      end = start;
-    }
-    return lines;
-  }
-
- private:
-  std::string text_;
-};
-
-// The child reports a failed exec through a pipe that a successful exec closes (O_CLOEXEC), so that
-// "cannot execute" is told apart from a program that ran and exited.
-Started start_worker(const WorkerLaunch& launch, int local_rank) {
-  const bool self = launch.program.empty();
-  std::vector<std::string> argv{self ? "trainpoint" : launch.program};
-  argv.insert(argv.end(), launch.arguments.begin(), launch.arguments.end());
-  std::map<std::string, std::optional<std::string>> changes;
-  for (const auto& [name, value] : worker_environment(launch.topology, local_rank, launch.run_id)) {
-    changes[name] = value;
-  }
-  for (const auto& [name, value] : launch.environment) changes[name] = value;
-  ChildEnvironment environment(changes);
-  std::vector<char*> raw;
-  for (auto& argument : argv) raw.push_back(argument.data());
-  raw.push_back(nullptr);
-  // What the child may write when it cannot go on, made before fork (the child allocates nothing).
-  const std::string cannot_enter = fmt::format("cannot start worker {}: cannot enter {}\n", local_rank,
-                                               launch.working_directory);
-  const std::string cannot_exec = fmt::format("cannot start worker {}: exec of trainpoint failed\n", local_rank);
-
-  int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) {
-    fail(ExitCode::internal, "cannot start worker {}: pipe failed: {}", local_rank, std::strerror(errno));
-  }
-  int stderr_pipe[2] = {-1, -1};
-  if (launch.keep_stderr_tail && ::pipe2(stderr_pipe, O_CLOEXEC) != 0) {
-    fail(ExitCode::internal, "cannot start worker {}: pipe failed: {}", local_rank, std::strerror(errno));
-  }
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) fail(ExitCode::internal, "cannot start worker {}: fork failed: {}", local_rank, std::strerror(errno));
-  if (pid == 0) {  // async-signal-safe calls only until exec (common/child_process.h)
-    die_with_parent(parent);
-    ::close(report[0]);
-    if (stderr_pipe[1] >= 0) ::dup2(stderr_pipe[1], STDERR_FILENO);  // dup2 clears O_CLOEXEC
-    ::signal(SIGTERM, SIG_DFL);
-    ::signal(SIGINT, SIG_DFL);
-    restore_broken_pipe_default();  // a user's program (a shell pipeline) expects it
-    if (!launch.working_directory.empty() && ::chdir(launch.working_directory.c_str()) != 0) {
-      [[maybe_unused]] const auto written = ::write(STDERR_FILENO, cannot_enter.data(), cannot_enter.size());
-      std::_Exit(static_cast<int>(ExitCode::internal));
-    }
-    if (self) {
-      ::execve("/proc/self/exe", raw.data(), environment.envp());
-      [[maybe_unused]] const auto written = ::write(STDERR_FILENO, cannot_exec.data(), cannot_exec.size());
-      std::_Exit(static_cast<int>(ExitCode::internal));
-    }
-    ::execvpe(launch.program.c_str(), raw.data(), environment.envp());
-    const int cause = errno;
-    [[maybe_unused]] const auto written = ::write(report[1], &cause, sizeof cause);
-    std::_Exit(127);
-  }
-  ::close(report[1]);
-  if (stderr_pipe[1] >= 0) {
-    ::close(stderr_pipe[1]);
-    ::fcntl(stderr_pipe[0], F_SETFL, O_NONBLOCK);
-  }
-  int cause = 0;
-  ssize_t got = 0;
-  do {
-    got = ::read(report[0], &cause, sizeof cause);
-  } while (got < 0 && errno == EINTR);
-  ::close(report[0]);
-  if (got != static_cast<ssize_t>(sizeof cause)) return {pid, "", stderr_pipe[0]};
-  ::waitpid(pid, nullptr, 0);
-  if (stderr_pipe[0] >= 0) ::close(stderr_pipe[0]);
-  return {-1, fmt::format("cannot execute '{}': {}", launch.program, std::strerror(cause))};
-}
+// How long the launcher waits for the workers before it looks again for a signal to forward.
+constexpr std::chrono::milliseconds kPollWait(50);
 
 int global_rank(const Topology& topology, int local_rank) {
   return topology.rank.value_or(topology.node_rank * topology.nproc_per_node + local_rank);
+}
+
+// SIGTERM and SIGINT are remembered, for run_workers to forward.
+void catch_stop_signals() {
+  struct sigaction action {};
+  action.sa_handler = remember_signal;
+  ::sigaction(SIGTERM, &action, nullptr);
+  ::sigaction(SIGINT, &action, nullptr);
+}
+
+// Worker `local_rank`: launch.program, or this binary re-executed, with torchrun's variables.
+Worker worker_of(const WorkerLaunch& launch, int local_rank) {
+  Worker worker;
+  worker.local_rank = local_rank;
+  worker.rank = global_rank(launch.topology, local_rank);
+  ChildRequest& process = worker.process;
+  process.program = launch.program.empty() ? "/proc/self/exe" : launch.program;
+  if (launch.program.empty()) process.argv0 = "trainpoint";
+  process.arguments = launch.arguments;
+  process.working_directory = launch.working_directory;
+  process.output = launch.keep_stderr_tail ? ChildOutput::stderr_piped : ChildOutput::inherited;
+  for (const auto& [name, value] : worker_environment(launch.topology, local_rank, launch.run_id)) {
+    process.environment[name] = value;
+  }
+  for (const auto& [name, value] : launch.environment) process.environment[name] = value;
+  if (!launch.error_file_dir.empty()) {
+    worker.error_file = error_file_path(launch.error_file_dir, worker.rank);
+    process.environment["TORCHELASTIC_ERROR_FILE"] = worker.error_file;
+  }
+  return worker;
+}
+
+// The workers to start, their error files' directory made and emptied of their old files.
+std::vector<Worker> plan_workers(const WorkerLaunch& launch) {
+  std::error_code error;
+  if (!launch.error_file_dir.empty()) std::filesystem::create_directories(launch.error_file_dir, error);
+  // A launcher that made this process one worker already (torchrun) leaves one program to start.
+  const int count = launch.topology.rank ? 1 : launch.topology.nproc_per_node;
+  std::vector<Worker> workers;
+  for (int local_rank = 0; local_rank < count; ++local_rank) {
+    workers.push_back(worker_of(launch, local_rank));
+    if (!workers.back().error_file.empty()) std::filesystem::remove(workers.back().error_file, error);
+  }
+  return workers;
+}
+
+void report_first_failure(const WorkerGroup& group) {
+  const WorkerExit first = group.failures().front();
+  spdlog::error("worker {} (rank {}) exited with code {}: stopping the other workers", first.local_rank, first.rank,
+                first.code);
+}
+
+WorkersResult result_of(std::vector<WorkerExit> failures, bool interrupted) {
+  if (failures.empty()) {
+    WorkersResult result;
+    result.interrupted = interrupted;
+    return result;
+  }
+  const WorkerExit first = failures.front();
+  return {first.code,        first.local_rank, first.rank,  first.error_file,
+          first.stderr_tail, first.signal,     interrupted, std::move(failures)};
 }
 
 }  // namespace
@@ -186,111 +122,25 @@ std::string error_file_path(const std::string& directory, int rank) {
 }
 
 WorkersResult run_workers(const WorkerLaunch& launch) {
-  struct sigaction action {};
-  action.sa_handler = remember_signal;
-  ::sigaction(SIGTERM, &action, nullptr);
-  ::sigaction(SIGINT, &action, nullptr);
-
-  // A launcher that made this process one worker already (torchrun) leaves one program to start.
-  const int workers = launch.topology.rank ? 1 : launch.topology.nproc_per_node;
-  if (!launch.error_file_dir.empty()) {
-    std::error_code error;
-    std::filesystem::create_directories(launch.error_file_dir, error);
-    for (int local_rank = 0; local_rank < workers; ++local_rank) {
-      std::filesystem::remove(error_file_path(launch.error_file_dir, global_rank(launch.topology, local_rank)), error);
-    }
-  }
-  std::map<pid_t, int> running;  // pid -> local rank
-  std::map<int, int> stderr_pipes;  // local rank -> the read end of its stderr
-  std::map<int, StderrTail> tails;  // local rank -> its stderr's last lines
-  for (int local_rank = 0; local_rank < workers; ++local_rank) {
-    WorkerLaunch worker = launch;
-    if (!launch.error_file_dir.empty()) {
-      worker.environment["TORCHELASTIC_ERROR_FILE"] =
-          error_file_path(launch.error_file_dir, global_rank(launch.topology, local_rank));
-    }
-    const Started started = start_worker(worker, local_rank);
-    if (!started.exec_error.empty()) {
-      for (const auto& [pid, rank] : running) ::kill(pid, SIGKILL);
-      for (const auto& [pid, rank] : running) ::waitpid(pid, nullptr, 0);
-      for (const auto& [rank, fd] : stderr_pipes) ::close(fd);
-      fail(ExitCode::spec, "cannot start worker {}: {}", local_rank, started.exec_error);
-    }
-    running[started.pid] = local_rank;
-    if (started.stderr_pipe >= 0) stderr_pipes[local_rank] = started.stderr_pipe;
-  }
+  catch_stop_signals();
+  WorkerGroup group(plan_workers(launch));
+  group.start();
   const int first_rank = global_rank(launch.topology, 0);
-  spdlog::info("started {} workers (ranks {}-{} of {})", running.size(), first_rank, first_rank + workers - 1,
-               launch.topology.world_size());
-
-  // Passes on what the workers wrote to stderr, waiting at most `timeout` for some.
-  auto pump_stderr = [&](std::chrono::milliseconds timeout) {
-    if (stderr_pipes.empty()) {
-      std::this_thread::sleep_for(timeout);
-      return;
-    }
-    std::vector<pollfd> polled;
-    std::vector<int> ranks;
-    for (const auto& [local_rank, fd] : stderr_pipes) {
-      polled.push_back({fd, POLLIN, 0});
-      ranks.push_back(local_rank);
-    }
-    if (::poll(polled.data(), polled.size(), static_cast<int>(timeout.count())) <= 0) return;
-    for (std::size_t i = 0; i < polled.size(); ++i) {
-      if (polled[i].revents == 0) continue;
-      if (!tails[ranks[i]].pump(polled[i].fd)) {
-        ::close(polled[i].fd);
-        stderr_pipes.erase(ranks[i]);
-      }
-    }
-  };
-
-  WorkersResult result;
-  bool stopping = false;
-  std::chrono::steady_clock::time_point kill_at;
-  auto stop_all = [&](int signal_number) {
-    for (const auto& [pid, local_rank] : running) ::kill(pid, signal_number);
-  };
-  while (!running.empty()) {
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid > 0 && running.count(pid) > 0) {
-      const int local_rank = running[pid];
-      running.erase(pid);
-      const int code = exit_code_of(status);
-      if (code != 0 && result.code == 0) {
-        result.code = code;
-        result.local_rank = local_rank;
-        result.rank = global_rank(launch.topology, local_rank);
-        result.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-        spdlog::error("worker {} (rank {}) exited with code {}: stopping the other workers", local_rank, result.rank,
-                      code);
-      }
-      if (code != 0 && !stopping) {
-        stopping = true;
-        kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(launch.stop_grace_seconds);
-        stop_all(SIGTERM);
-      }
-      continue;
-    }
-    if (received_signal != 0 && !stopping) {
+  spdlog::info("started {} workers (ranks {}-{} of {})", group.size(), first_rank,
+               first_rank + static_cast<int>(group.size()) - 1, launch.topology.world_size());
+  const std::chrono::seconds grace(launch.stop_grace_seconds);
+  while (group.running()) {
+    group.poll(kPollWait);
+    if (group.failed()) {
+      report_first_failure(group);
+      group.stop(SIGTERM, grace);
+    } else if (received_signal != 0) {
       spdlog::warn("received signal {}: asking the workers to save a checkpoint and stop", int(received_signal));
-      stopping = true;
-      kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(launch.stop_grace_seconds);
-      stop_all(SIGTERM);
+      group.stop(SIGTERM, grace);
+      if (group.failed()) report_first_failure(group);
     }
-    if (stopping && std::chrono::steady_clock::now() > kill_at) stop_all(SIGKILL);
-    pump_stderr(std::chrono::milliseconds(50));
   }
-  // What the workers wrote last; a worker's own children may still hold its pipe open: no waiting for them.
-  for (int round = 0; round < 20 && !stderr_pipes.empty(); ++round) pump_stderr(std::chrono::milliseconds(5));
-  for (const auto& [local_rank, fd] : stderr_pipes) ::close(fd);
-  result.interrupted = received_signal != 0;
-  if (result.local_rank >= 0) {
-    result.stderr_tail = tails[result.local_rank].last_lines();
-    if (!launch.error_file_dir.empty()) result.error_file = error_file_path(launch.error_file_dir, result.rank);
-  }
-  return result;
+  return result_of(group.failures(), received_signal != 0);
 }
 
 }  // namespace tp::dist

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dist/topology.h"
+#include "dist/worker_group.h"
 
 namespace tp::dist {
 
@@ -36,15 +37,19 @@ struct WorkersResult {
   std::vector<std::string> stderr_tail;  // its last lines of stderr, with keep_stderr_tail
   int signal = 0;            // the signal that ended it; 0 when it exited
   bool interrupted = false;  // SIGTERM or SIGINT reached the launcher and was forwarded
+  // Every failed worker, in the order the launcher saw them end: the first is the one above, then those that failed
+  // after it (stopped by the launcher, or failing on their own).
+  std::vector<WorkerExit> failures;
 
   // The launcher's own exit code when the workers are trainpoint (their codes are its documented
   // classes): the failed worker's, or 143 (interrupted) when all stopped cleanly after a signal.
   int exit_code() const { return code == 0 && interrupted ? 143 : code; }
 };
 
-// Runs the workers until all exit. SIGTERM and SIGINT are forwarded to them. When one fails, the
-// others are stopped. A program that cannot be started is a tp::Error of class spec (the spec's
-// job.command names it), thrown once the workers already started have been stopped.
+// Runs the workers (a WorkerGroup) until all exit. SIGTERM and SIGINT are forwarded to them. When one fails, the
+// others are stopped (SIGTERM, then SIGKILL after stop_grace_seconds). A program that cannot be started is a
+// tp::Error of class spec (the spec's job.command names it), thrown once the workers already started have been
+// stopped.
 WorkersResult run_workers(const WorkerLaunch& launch);
 
 // The environment variables a worker gets, as torchrun sets them (docs/distributed.md, "What a worker
