@@ -230,87 +230,44 @@ void announce_preflight_failure(const std::optional<spec::LoadedSpec>& loaded, c
   dist::announce_failure(group, error.code(), error.what());
 }
 
-int run(const cli::Options& options) {
+// The spec located and loaded, after the pod's preflight when it runs one: once per pod, so workers that the
+// node launched find its checks done.
+std::pair<SpecSource, spec::LoadedSpec> checked_spec(const cli::Options& options) {
   std::optional<SpecSource> located;
-  std::optional<spec::LoadedSpec> loaded_spec;
-  // Once per pod: workers that the node launched find its checks done.
+  std::optional<spec::LoadedSpec> loaded;
   if (options.preflight && std::getenv(kPreparedCheckout) == nullptr) {
-    const preflight::Report report = run_preflight(options, located, loaded_spec, /*check_resume=*/false);
+    const preflight::Report report = run_preflight(options, located, loaded, /*check_resume=*/false);
     try {
       preflight::throw_first_failure(report);
     } catch (const Error& error) {
-      announce_preflight_failure(loaded_spec, error);
+      announce_preflight_failure(loaded, error);
       throw;
     }
     log_preflight_summary(report);
   } else {
     located = locate_spec(options);
-    loaded_spec = load_spec(options, *located);
+    loaded = load_spec(options, *located);
   }
-  const SpecSource& source = *located;
-  const spec::LoadedSpec& loaded = *loaded_spec;
-  const spec::Spec& spec = loaded.spec;
-  const int devices = visible_gpus();
-  const dist::Topology topology =
-      dist::read_topology(dist::process_environment, static_cast<int>(spec.dist.nproc_per_node), devices);
-  // Checked here too: a run without preflight, and each worker with its own local rank.
-  const dist::DevicePlan plan = dist::plan_devices(spec, topology, devices);
-  if (!spec.job.command.empty()) return run_user_command(options, source, spec, topology);
+  return {std::move(*located), std::move(*loaded)};
+}
 
-  if (!topology.rank && topology.nproc_per_node > 1) {
-    // This process is the node: it has cloned once; the workers reuse its checkout.
-    spdlog::info("spec {} is valid: job '{}'; {} convention, node {} of {}, {} workers per node", options.spec,
-                 spec.job.name, topology.convention, topology.node_rank, topology.nnodes, topology.nproc_per_node);
-    dist::WorkerLaunch launch;
-    launch.arguments = options.arguments;
-    launch.topology = topology;
-    launch.environment = {{kPreparedCheckout, source.root.string()}, {kPreparedCommit, source.commit}};
-    launch.stop_grace_seconds = static_cast<int>(spec.k8s.grace_s);
-    return dist::run_workers(launch).exit_code();
-  }
+// This process is the node: it has cloned once, and its workers reuse its checkout.
+int launch_node_workers(const cli::Options& options, const SpecSource& source, const spec::Spec& spec,
+                        const dist::Topology& topology) {
+  spdlog::info("spec {} is valid: job '{}'; {} convention, node {} of {}, {} workers per node", options.spec,
+               spec.job.name, topology.convention, topology.node_rank, topology.nnodes, topology.nproc_per_node);
+  dist::WorkerLaunch launch;
+  launch.arguments = options.arguments;
+  launch.topology = topology;
+  launch.environment = {{kPreparedCheckout, source.root.string()}, {kPreparedCommit, source.commit}};
+  launch.stop_grace_seconds = static_cast<int>(spec.k8s.grace_s);
+  return dist::run_workers(launch).exit_code();
+}
 
-  const int rank = topology.rank.value_or(topology.node_rank);
-  const int world_size = topology.world_size();
-  if (world_size > 1) log::set_rank(rank);
-  // The node that launched this worker has said so.
-  if (std::getenv(kPreparedCheckout) == nullptr) spdlog::info("spec {} is valid: job '{}'", options.spec, spec.job.name);
-
-  const fs::path workdir = fs::absolute(options.workdir);
-  storage::OutputLocation output(spec, workdir);
-  dist::ProcessGroupOptions group{plan.backend, rank, world_size, topology.master_addr, topology.master_port,
-                                  std::chrono::seconds(spec.dist.timeout_s), plan.gpu};
-  group.heartbeat = std::chrono::seconds(spec.dist.heartbeat_s);
-  group.stall = std::chrono::seconds(spec.dist.stall_s);
-  // Rank 0 writes the outputs: it holds the output's lock, and decides which run this is before any
-  // rendezvous, so that a changed setting fails in seconds and names what changed. A rank that fails before
-  // the rendezvous tells the others, which then stop with its message instead of waiting for it.
-  std::optional<storage::OutputLock> lock;
-  std::optional<storage::RunIdentity> identity;
-  if (rank == 0) {
-    dist::before_rendezvous(group, [&] {
-      lock.emplace(output.local_dir());
-      identity = storage::run_identity(spec, source.root, source.commit);
-      output.fetch_for_resume(identity->key(), spec.checkpoint.keep);
-      if (spec.checkpoint.resume == "auto") storage::require_same_run(*identity, output.checkpoints_root(), output.name());
-    });
-  }
-  const auto seed = static_cast<std::uint64_t>(spec.job.seed);
-  const data::Datasets data = dist::before_rendezvous(
-      group, [&] { return storage::open_data(spec.data, source.root, {workdir, topology, rank}, seed); });
-  torch::jit::Module model = dist::before_rendezvous(
-      group, [&] { return model::create(storage::with_local_weights(spec, workdir), data.schema, source.root, seed); });
-
-  // Workers of one node share the cores the pod may use.
-  model::set_compute_threads(std::max(1, usable_cores() / topology.nproc_per_node));
-  std::unique_ptr<dist::Communicator> communicator;
-  if (world_size == 1) {
-    communicator = dist::single_process();
-  } else {
-    spdlog::info("joining {} ranks through {}:{} ({})", world_size, group.master_addr, group.master_port,
-                 dist::name(group.backend));
-    communicator = dist::connect(group);
-  }
-
+// Where a rank trains and what it knows of its output before training.
+train::FitEnvironment fit_environment(const dist::DevicePlan& plan, storage::OutputLocation& output,
+                                      const std::optional<storage::RunIdentity>& identity,
+                                      const dist::Topology& topology, int rank) {
   train::FitEnvironment environment;
   if (plan.gpu) environment.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(*plan.gpu));
   environment.checkpoints_root = output.checkpoints_root();
@@ -321,9 +278,71 @@ int run(const cli::Options& options) {
   if (output.remote()) {
     // Only an s3:// output has anything to publish; a local one also spares the epoch's end the wait for the
     // sinks' files.
-    environment.publish = [&](const fs::path& file) { output.publish(file); };
-    environment.withdraw = [&](const fs::path& file) { output.withdraw(file); };
+    environment.publish = [&output](const fs::path& file) { output.publish(file); };
+    environment.withdraw = [&output](const fs::path& file) { output.withdraw(file); };
   }
+  return environment;
+}
+
+// The ranks' group, as the launcher's variables and the spec set it up.
+dist::ProcessGroupOptions process_group(const dist::DevicePlan& plan, const dist::Topology& topology,
+                                        const spec::DistSpec& dist_spec) {
+  dist::ProcessGroupOptions group{plan.backend,
+                                  topology.rank.value_or(topology.node_rank),
+                                  topology.world_size(),
+                                  topology.master_addr,
+                                  topology.master_port,
+                                  std::chrono::seconds(dist_spec.timeout_s),
+                                  plan.gpu};
+  group.heartbeat = std::chrono::seconds(dist_spec.heartbeat_s);
+  group.stall = std::chrono::seconds(dist_spec.stall_s);
+  return group;
+}
+
+std::unique_ptr<dist::Communicator> join_ranks(const dist::ProcessGroupOptions& group) {
+  if (group.world_size == 1) return dist::single_process();
+  spdlog::info("joining {} ranks through {}:{} ({})", group.world_size, group.master_addr, group.master_port,
+               dist::name(group.backend));
+  return dist::connect(group);
+}
+
+// One rank of the built-in engine: its output, data and model, the rendezvous, then lr_find or training.
+int train_rank(const cli::Options& options, const SpecSource& source, const spec::LoadedSpec& loaded,
+               const dist::Topology& topology, const dist::DevicePlan& plan) {
+  const spec::Spec& spec = loaded.spec;
+  const dist::ProcessGroupOptions group = process_group(plan, topology, spec.dist);
+  const int rank = group.rank;
+  if (group.world_size > 1) log::set_rank(rank);
+  // The node that launched this worker has said so.
+  if (std::getenv(kPreparedCheckout) == nullptr) spdlog::info("spec {} is valid: job '{}'", options.spec, spec.job.name);
+
+  const fs::path workdir = fs::absolute(options.workdir);
+  storage::OutputLocation output(spec, workdir);
+  // Rank 0 writes the outputs: it holds the output's lock, and decides which run this is before any
+  // rendezvous, so that a changed setting fails in seconds and names what changed. A rank that fails before
+  // the rendezvous tells the others, which then stop with its message instead of waiting for it.
+  std::optional<storage::OutputLock> lock;
+  std::optional<storage::RunIdentity> identity;
+  if (rank == 0) {
+    dist::before_rendezvous(group, [&] {
+      lock.emplace(output.local_dir());
+      identity = storage::run_identity(spec, source.root, source.commit);
+      output.fetch_for_resume(identity->key(), spec.checkpoint.keep);
+      if (spec.checkpoint.resume == spec::Resume::automatic) {
+        storage::require_same_run(*identity, output.checkpoints_root(), output.name());
+      }
+    });
+  }
+  const auto seed = static_cast<std::uint64_t>(spec.job.seed);
+  const data::Datasets data = dist::before_rendezvous(
+      group, [&] { return storage::open_data(spec.data, source.root, {workdir, topology, rank}, seed); });
+  torch::jit::Module model = dist::before_rendezvous(
+      group, [&] { return model::create(storage::with_local_weights(spec, workdir), data.schema, source.root, seed); });
+
+  // Workers of one node share the cores the pod may use.
+  model::set_compute_threads(std::max(1, usable_cores() / topology.nproc_per_node));
+  const std::unique_ptr<dist::Communicator> communicator = join_ranks(group);
+  const train::FitEnvironment environment = fit_environment(plan, output, identity, topology, rank);
   if (spec.train.lr_find) {
     train::find_learning_rate(model, data, spec, *communicator, output.local_dir(), environment);
     if (rank == 0) {
@@ -342,6 +361,19 @@ int run(const cli::Options& options) {
                  output.remote() ? output.name() : output.local_dir().lexically_normal().string());
   }
   return 0;
+}
+
+int run(const cli::Options& options) {
+  const auto [source, loaded] = checked_spec(options);
+  const spec::Spec& spec = loaded.spec;
+  const int devices = visible_gpus();
+  const dist::Topology topology =
+      dist::read_topology(dist::process_environment, static_cast<int>(spec.dist.nproc_per_node), devices);
+  // Checked here too: a run without preflight, and each worker with its own local rank.
+  const dist::DevicePlan plan = dist::plan_devices(spec, topology, devices);
+  if (!spec.job.command.empty()) return run_user_command(options, source, spec, topology);
+  if (!topology.rank && topology.nproc_per_node > 1) return launch_node_workers(options, source, spec, topology);
+  return train_rank(options, source, loaded, topology, plan);
 }
 
 // A job.output in the pod's own filesystem is lost with the pod: the model of a finished job with it.

@@ -289,61 +289,53 @@ const CheckResult* Report::first_failure() const {
   return nullptr;
 }
 
-Report run(const Request& request) {
-  Report report;
-  auto add = [&](CheckResult result) {
-    report.checks.push_back(std::move(result));
-    return report.checks.back().status != Status::failed;
-  };
-  const char* later[] = {"data", "output", "resume", "gpus", "master", "disk", "shm"};
-  auto skip_rest = [&](const std::string& why) {
-    for (const char* name : later) add(skipped(name, why));
-  };
+namespace {
 
-  bool ref_ok = true;
+// Adds `result` to the report; whether it did not fail.
+bool add(Report& report, CheckResult result) {
+  report.checks.push_back(std::move(result));
+  return report.checks.back().status != Status::failed;
+}
+
+// The checks after the spec's, skipped for `why`.
+void skip_the_rest(Report& report, const std::string& why) {
+  for (const char* name : {"data", "output", "resume", "gpus", "master", "disk", "shm"}) add(report, skipped(name, why));
+}
+
+// The git ref, then the spec; nullopt, with every later check skipped, when either fails.
+std::optional<SpecInRepo> check_source(const Request& request, Report& report) {
   if (request.git.url.empty()) {
-    add(skipped("git ref", "local spec, no repository"));
-  } else {
-    ref_ok = add(timed("git ref", [&] { return check_ref(request.git); }));
-  }
-  if (!ref_ok) {
-    add(skipped("spec", "the ref does not resolve"));
-    skip_rest("the ref does not resolve");
-    return report;
+    add(report, skipped("git ref", "local spec, no repository"));
+  } else if (!add(report, timed("git ref", [&] { return check_ref(request.git); }))) {
+    add(report, skipped("spec", "the ref does not resolve"));
+    skip_the_rest(report, "the ref does not resolve");
+    return std::nullopt;
   }
   std::optional<SpecInRepo> loaded;
-  const bool spec_ok = add(timed("spec", [&] {
-    loaded = request.load_spec();
-    return fmt::format("valid: job '{}'", loaded->spec.job.name);
-  }));
-  if (!spec_ok) {
-    skip_rest("the spec is not valid");
-    return report;
-  }
-  const spec::Spec& spec = loaded->spec;
-  if (!spec.job.command.empty()) {
-    add(timed("command", [&] {
-      return command::preflight_program(spec.job, loaded->root,
-                                        command::environment_cache(request.git.cache_dir, request.workdir));
-    }));
-  }
+  const bool spec_ok = add(report, timed("spec", [&] {
+                             loaded = request.load_spec();
+                             return fmt::format("valid: job '{}'", loaded->spec.job.name);
+                           }));
+  if (spec_ok) return loaded;
+  skip_the_rest(report, "the spec is not valid");
+  return std::nullopt;
+}
 
-  std::uint64_t s3_bytes = 0;
-  add(timed("data", [&] { return check_data(*loaded, s3_bytes); }));
-  add(timed("output", [&] {
-    return s3::is_s3_url(spec.job.output) ? check_s3_output(spec) : check_output(request.workdir / spec.job.output);
-  }));
-  if (!spec.job.command.empty()) {
-    add(skipped("resume", "command mode: the program keeps its own checkpoints"));
-  } else if (spec.checkpoint.resume == "never") {
-    add(skipped("resume", "checkpoint.resume = \"never\": the run starts afresh"));
-  } else if (!request.check_resume) {
-    add(skipped("resume", "rank 0 checks it before its rendezvous"));
-  } else {
-    add(timed("resume", [&] { return check_resume(*loaded, request.workdir); }));
+CheckResult resume_check(const SpecInRepo& loaded, const Request& request) {
+  if (!loaded.spec.job.command.empty()) return skipped("resume", "command mode: the program keeps its own checkpoints");
+  switch (loaded.spec.checkpoint.resume) {
+    case spec::Resume::never: return skipped("resume", "checkpoint.resume = \"never\": the run starts afresh");
+    case spec::Resume::automatic:
+      if (!request.check_resume) return skipped("resume", "rank 0 checks it before its rendezvous");
+      return timed("resume", [&] { return check_resume(loaded, request.workdir); });
   }
-  // The launcher's variables, read as `run` reads them; when they are not valid the master check fails with
-  // the reason, and the gpus check, which needs them, is skipped.
+  spec::unhandled(loaded.spec.checkpoint.resume);
+}
+
+// The gpus and master checks, from the launcher's variables read as `run` reads them: when they are not valid
+// the master check fails with the reason, and the gpus check, which needs them, is skipped. Returns the
+// device plan, when there is one.
+std::optional<dist::DevicePlan> check_placement(const spec::Spec& spec, const Request& request, Report& report) {
   std::optional<dist::Topology> topology;
   std::optional<Error> topology_error;
   try {
@@ -354,24 +346,47 @@ Report run(const Request& request) {
   }
   std::optional<dist::DevicePlan> plan;
   if (topology) {
-    add(timed("gpus", [&] {
-      plan = dist::plan_devices(spec, *topology, request.visible_gpus);
-      return dist::describe(*plan);
-    }));
+    add(report, timed("gpus", [&] {
+          plan = dist::plan_devices(spec, *topology, request.visible_gpus);
+          return dist::describe(*plan);
+        }));
   } else {
-    add(skipped("gpus", "the launcher's environment variables are not valid (see master)"));
+    add(report, skipped("gpus", "the launcher's environment variables are not valid (see master)"));
   }
-  add(timed("master", [&]() -> std::string {
-    if (!topology) throw *topology_error;
-    if (topology->world_size() == 1) return "single process: no rendezvous";
-    if (topology->node_rank == 0) {
-      return fmt::format("this node is the master ({}:{}), node 0 of {}", topology->master_addr,
-                         topology->master_port, topology->nnodes);
-    }
-    return check_master(*topology, std::chrono::seconds(spec.dist.timeout_s));
-  }));
-  add(timed("disk", [&] { return check_disk(request.workdir, s3_bytes); }));
-  add(timed("shm", [&] { return check_shm(spec, plan); }));
+  add(report, timed("master", [&]() -> std::string {
+        if (!topology) throw *topology_error;
+        if (topology->world_size() == 1) return "single process: no rendezvous";
+        if (topology->node_rank == 0) {
+          return fmt::format("this node is the master ({}:{}), node 0 of {}", topology->master_addr,
+                             topology->master_port, topology->nnodes);
+        }
+        return check_master(*topology, std::chrono::seconds(spec.dist.timeout_s));
+      }));
+  return plan;
+}
+
+}  // namespace
+
+Report run(const Request& request) {
+  Report report;
+  const std::optional<SpecInRepo> loaded = check_source(request, report);
+  if (!loaded) return report;
+  const spec::Spec& spec = loaded->spec;
+  if (!spec.job.command.empty()) {
+    add(report, timed("command", [&] {
+          return command::preflight_program(spec.job, loaded->root,
+                                            command::environment_cache(request.git.cache_dir, request.workdir));
+        }));
+  }
+  std::uint64_t s3_bytes = 0;
+  add(report, timed("data", [&] { return check_data(*loaded, s3_bytes); }));
+  add(report, timed("output", [&] {
+        return s3::is_s3_url(spec.job.output) ? check_s3_output(spec) : check_output(request.workdir / spec.job.output);
+      }));
+  add(report, resume_check(*loaded, request));
+  const std::optional<dist::DevicePlan> plan = check_placement(spec, request, report);
+  add(report, timed("disk", [&] { return check_disk(request.workdir, s3_bytes); }));
+  add(report, timed("shm", [&] { return check_shm(spec, plan); }));
   return report;
 }
 

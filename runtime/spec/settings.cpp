@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
 #include <type_traits>
 
 namespace tp::spec {
@@ -87,9 +88,8 @@ class Declare {
   Setting setting_;
 };
 
-std::vector<Setting> declare_all() {
+std::vector<Setting> job_settings() {
   return {
-      // [job]
       Declare("job.name", &Spec::job, &JobSpec::name).fallback("trainpoint").doc("Name of the run, used in logs and outputs."),
       Declare("job.seed", &Spec::job, &JobSpec::seed).changes_run().fallback(42).range(0, 4294967295.0)
           .doc("Seed for weight initialisation, shuffling and augmentation: the same seed and world size give the same run "
@@ -125,7 +125,11 @@ std::vector<Setting> declare_all() {
                "{ NCCL_DEBUG = \"INFO\", OMP_NUM_THREADS = \"4\" }, or a [job.env] table; `--set job.env.NAME=value` "
                "sets one. The variables trainpoint gives the program (RANK, WORLD_SIZE, MASTER_ADDR, TRAINPOINT_*...) "
                "cannot be set here; a PATH here gets the requirements' environment put first."),
-      // [data]
+  };
+}
+
+std::vector<Setting> data_settings() {
+  return {
       Declare("data.source", &Spec::data, &DataSpec::source).changes_run()
           .doc("Training data: a local directory or file (a relative path is taken from the repository root), or "
                "s3://bucket/prefix, staged before training (see `data.staging`). Required unless `job.command` is set."),
@@ -196,7 +200,11 @@ std::vector<Setting> declare_all() {
       Declare("data.drop_last", &Spec::data, &DataSpec::drop_last).changes_run().fallback(false)
           .doc("Drop the samples that would not give every rank an equal share (otherwise shares are padded by "
                "repeating samples)."),
-      // [model]
+  };
+}
+
+std::vector<Setting> model_settings() {
+  return {
       Declare("model.arch", &Spec::model, &ModelSpec::arch).changes_run().optional()
           .choices({"mlp", "small_cnn", "resnet18", "resnet34", "resnet50", "tabular"})
           .doc("Built-in architecture. mlp: fully connected layers of `model.hidden` units on flattened inputs. "
@@ -218,7 +226,11 @@ std::vector<Setting> declare_all() {
                "Python (torch.save(dict(model.state_dict()), path)) or a trainpoint checkpoint. Every parameter and "
                "buffer must be there with the model's shape, except the last layer (the head), which keeps its "
                "fresh initialisation when its shape differs (another number of classes)."),
-      // [train]
+  };
+}
+
+std::vector<Setting> train_settings() {
+  return {
       Declare("train.epochs", &Spec::train, &TrainSpec::epochs).fallback(5).range(1, 100000).doc("Passes over the training data."),
       Declare("train.batch_size", &Spec::train, &TrainSpec::batch_size).changes_run().fallback(64).range(1, 65536)
           .doc("Samples per step on each rank; the global batch is batch_size x world size."),
@@ -243,7 +255,7 @@ std::vector<Setting> declare_all() {
           .doc("schedule = \"step\": epochs between two decays of the lr."),
       Declare("train.step_gamma", &Spec::train, &TrainSpec::step_gamma).changes_run().fallback(0.1).above(0.0, 1.0)
           .doc("schedule = \"step\": the factor each decay multiplies the lr by."),
-      Declare("train.lr_scaling", &Spec::train, &TrainSpec::lr_scaling).changes_run().fallback("none").choices({"none", "linear"})
+      Declare("train.lr_scaling", &Spec::train, &TrainSpec::lr_scaling).changes_run().fallback("none")
           .doc("linear: multiply train.lr by the world size x train.accumulate (the linear scaling rule with "
                "warmup, Goyal et al. 2017), so a larger global batch gets a larger step; the value is logged. "
                "none: train.lr as written."),
@@ -281,7 +293,11 @@ std::vector<Setting> declare_all() {
                "exponentially from 1e-7 to 10, stopping when the smoothed loss passes 4x its minimum. Writes "
                "lr_find.jsonl and lr_find.html and logs the suggested train.lr (a tenth of the lr with the lowest "
                "loss) and the lr of the steepest descent; no model is saved (docs/training.md)."),
-      // [dist]
+  };
+}
+
+std::vector<Setting> dist_settings() {
+  return {
       Declare("dist.backend", &Spec::dist, &DistSpec::backend).fallback("auto")
           .doc("Collective backend: auto picks nccl with CUDA and gloo otherwise."),
       Declare("dist.nproc_per_node", &Spec::dist, &DistSpec::nproc_per_node).fallback(0).allow_auto().range(1, 1024)
@@ -301,14 +317,22 @@ std::vector<Setting> declare_all() {
                "communication starts early)."),
       Declare("dist.allow_unused_parameters", &Spec::dist, &DistSpec::allow_unused_parameters).fallback(false)
           .doc("Count parameters that get no gradient in a step as zero. Off: such a step fails and names them."),
-      // [checkpoint]
+  };
+}
+
+std::vector<Setting> checkpoint_settings() {
+  return {
       Declare("checkpoint.every_epochs", &Spec::checkpoint, &CheckpointSpec::every_epochs).fallback(1).range(0, 100000)
           .doc("Write a checkpoint every N epochs (0: only the final model)."),
       Declare("checkpoint.keep", &Spec::checkpoint, &CheckpointSpec::keep).fallback(3).range(1, 1000)
           .doc("Checkpoints kept; older ones are deleted, from an s3:// job.output too."),
-      Declare("checkpoint.resume", &Spec::checkpoint, &CheckpointSpec::resume).fallback("auto").choices({"auto", "never"})
+      Declare("checkpoint.resume", &Spec::checkpoint, &CheckpointSpec::resume).fallback("auto")
           .doc("auto: continue from the newest valid checkpoint in the output directory. never: start afresh."),
-      // [log]
+  };
+}
+
+std::vector<Setting> log_settings() {
+  return {
       Declare("log.tensorboard", &Spec::log, &LogSpec::tensorboard).fallback(true)
           .doc("Write TensorBoard event files into <job.output>/tensorboard/ (rank 0): per step the training loss, "
                "lr and where the step's time went; per epoch the training and validation loss, every validation "
@@ -328,14 +352,22 @@ std::vector<Setting> declare_all() {
                "MLFLOW_TRACKING_URI; with neither, nothing is sent. MLFLOW_TRACKING_TOKEN (a bearer token) or "
                "MLFLOW_TRACKING_USERNAME and _PASSWORD authenticate, MLFLOW_RUN_ID joins a given run. A server "
                "that is down or fails is one warning; training goes on (docs/training.md)."),
-      // [report]
+  };
+}
+
+std::vector<Setting> report_settings() {
+  return {
       Declare("report.top_losses", &Spec::report, &ReportSpec::top_losses).fallback(16).range(0, 1000)
           .doc("Classification with the built-in engine: interpretation.json and report.html list the N validation "
                "samples with the highest loss at the end of training, each with its predicted and actual class, "
                "its loss and its file (relative to the data's folder) or CSV line, for image data with a "
                "thumbnail of what the model saw. 0: none (the confusion matrix and per-class scores stay) "
                "(docs/training.md, \"What the model gets wrong\")."),
-      // [k8s]
+  };
+}
+
+std::vector<Setting> k8s_settings() {
+  return {
       Declare("k8s.kind", &Spec::k8s, &K8sSpec::kind).fallback("pytorchjob").choices({"pytorchjob", "trainjob"})
           .doc("render-job: a Kubeflow PyTorchJob (kubeflow.org/v1, training-operator v1.9) or a Kubeflow Trainer "
                "v2.2 TrainJob (trainer.kubeflow.org/v1alpha1, its pods set by `runtimePatches`)."),
@@ -380,6 +412,17 @@ std::vector<Setting> declare_all() {
           .doc("render-job: the pods serve Prometheus metrics on this port (`job.metrics_port`), announced by the "
                "prometheus.io/scrape, port and path annotations (and the container port of a PyTorchJob). 0: none."),
   };
+}
+
+std::vector<Setting> declare_all() {
+  std::vector<Setting> all;
+  // In the order docs/spec.md and `check` show them.
+  for (const auto& section : {job_settings, data_settings, model_settings, train_settings, dist_settings,
+                              checkpoint_settings, log_settings, report_settings, k8s_settings}) {
+    std::vector<Setting> declared = section();
+    all.insert(all.end(), std::make_move_iterator(declared.begin()), std::make_move_iterator(declared.end()));
+  }
+  return all;
 }
 
 }  // namespace

@@ -5,12 +5,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <cctype>
 #include <cstdint>
 #include <map>
 #include <string_view>
 #include <toml++/toml.h>
 #include <tuple>
+#include <type_traits>
+#include <variant>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -138,106 +139,116 @@ void check_environment_name(const std::string& key, const std::string& name, con
 }
 
 // Converts one TOML node to the setting's type and checks its bounds. `at` locates it in messages.
-Value convert(const Setting& setting, const toml::node& node, const std::string& at) {
-  auto type_error = [&](std::string_view got) -> Value {
-    fail(ExitCode::spec, "{}: {}: expected {}, got {}", at, setting.key, kind_name(setting), got);
-  };
-  auto type_of = [](const toml::node& n) -> std::string {
-    switch (n.type()) {
-      case toml::node_type::string: return "a string";
-      case toml::node_type::integer: return "an integer";
-      case toml::node_type::floating_point: return "a number";
-      case toml::node_type::boolean: return "a boolean";
-      case toml::node_type::array: return "an array";
-      case toml::node_type::table: return "a table";
-      default: return "a date or time";
-    }
-  };
-  auto check_range = [&](double value) {
-    const bool below = setting.min && (setting.min_exclusive ? value <= *setting.min : value < *setting.min);
-    const bool over = setting.max && value > *setting.max;
-    if (below || over || std::isnan(value)) {
-      fail(ExitCode::spec, "{}: {}: {} is out of range: must be {} {} and <= {}", at, setting.key, value,
-           setting.min_exclusive ? ">" : ">=", setting.min.value_or(0), setting.max.value_or(0));
-    }
-  };
+std::string type_of(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a number";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::table: return "a table";
+    default: return "a date or time";
+  }
+}
 
+// The checks of one setting's value, and their messages naming where it was written (`at`).
+[[noreturn]] void wrong_type(const Setting& setting, const std::string& at, std::string_view got) {
+  fail(ExitCode::spec, "{}: {}: expected {}, got {}", at, setting.key, kind_name(setting), got);
+}
+
+void check_range(const Setting& setting, const std::string& at, double value) {
+  const bool below = setting.min && (setting.min_exclusive ? value <= *setting.min : value < *setting.min);
+  const bool over = setting.max && value > *setting.max;
+  if (below || over || std::isnan(value)) {
+    fail(ExitCode::spec, "{}: {}: {} is out of range: must be {} {} and <= {}", at, setting.key, value,
+         setting.min_exclusive ? ">" : ">=", setting.min.value_or(0), setting.max.value_or(0));
+  }
+}
+
+// A setting without choices takes any string.
+void check_choice(const Setting& setting, const std::string& at, const std::string& value) {
+  if (setting.choices.empty() ||
+      std::find(setting.choices.begin(), setting.choices.end(), value) != setting.choices.end()) {
+    return;
+  }
+  fail(ExitCode::spec, "{}: {}: '{}' is not one of: {}", at, setting.key, value, fmt::join(setting.choices, ", "));
+}
+
+// Kind::integer_list or Kind::string_list: each element checked as a value of its own would be.
+Value convert_list(const Setting& setting, const toml::node& node, const std::string& at) {
+  const auto* array = node.as_array();
+  if (array == nullptr) wrong_type(setting, at, type_of(node));
+  std::vector<std::int64_t> integers;
+  std::vector<std::string> strings;
+  for (const auto& element : *array) {
+    if (setting.kind == Kind::integer_list && element.is_integer()) {
+      integers.push_back(*element.value<std::int64_t>());
+      check_range(setting, at, static_cast<double>(integers.back()));
+    } else if (setting.kind == Kind::string_list && element.is_string()) {
+      strings.push_back(*element.value<std::string>());
+      check_choice(setting, at, strings.back());
+    } else {
+      wrong_type(setting, at, "an array holding " + type_of(element));
+    }
+  }
+  if (setting.kind == Kind::integer_list) return integers;
+  return strings;
+}
+
+// Kind::string_table: environment variables, whose values may be written as integers.
+Value convert_table(const Setting& setting, const toml::node& node, const std::string& at) {
+  const auto* table = node.as_table();
+  if (table == nullptr) wrong_type(setting, at, type_of(node));
+  std::map<std::string, std::string> values;
+  for (const auto& [name_key, element] : *table) {
+    const std::string name(name_key.str());
+    // A file's entries are located by their own line; a --set table by the --set.
+    const std::string entry_at = element.source().path ? where(*element.source().path, element.source()) : at;
+    check_environment_name(setting.key, name, entry_at);
+    if (element.is_string()) {
+      values[name] = *element.value<std::string>();
+    } else if (element.is_integer()) {
+      values[name] = std::to_string(*element.value<std::int64_t>());
+    } else {
+      fail(ExitCode::spec, "{}: {}.{}: expected a string, got {}", entry_at, setting.key, name, type_of(element));
+    }
+  }
+  return values;
+}
+
+Value convert(const Setting& setting, const toml::node& node, const std::string& at) {
   switch (setting.kind) {
     case Kind::boolean:
-      if (!node.is_boolean()) return type_error(type_of(node));
+      if (!node.is_boolean()) break;
       return *node.value<bool>();
     case Kind::integer: {
       if (setting.allow_auto && node.is_string() && *node.value<std::string>() == "auto") return std::int64_t{0};
-      if (!node.is_integer()) return type_error(type_of(node));
+      if (!node.is_integer()) break;
       const auto value = *node.value<std::int64_t>();
-      check_range(static_cast<double>(value));
+      check_range(setting, at, static_cast<double>(value));
       return value;
     }
     case Kind::number: {
-      if (!node.is_number()) return type_error(type_of(node));
+      if (!node.is_number()) break;
       const double value = *node.value<double>();
-      check_range(value);
+      check_range(setting, at, value);
       return value;
     }
     case Kind::string:
-      if (!node.is_string()) return type_error(type_of(node));
+      if (!node.is_string()) break;
       return *node.value<std::string>();
     case Kind::choice: {
       if (setting.takes_booleans() && node.is_boolean()) return std::string(*node.value<bool>() ? "true" : "false");
-      if (!node.is_string()) return type_error(type_of(node));
+      if (!node.is_string()) break;
       const auto value = *node.value<std::string>();
-      if (std::find(setting.choices.begin(), setting.choices.end(), value) == setting.choices.end()) {
-        fail(ExitCode::spec, "{}: {}: '{}' is not one of: {}", at, setting.key, value, fmt::join(setting.choices, ", "));
-      }
+      check_choice(setting, at, value);
       return value;
     }
-    case Kind::integer_list: {
-      const auto* array = node.as_array();
-      if (array == nullptr) return type_error(type_of(node));
-      std::vector<std::int64_t> values;
-      for (const auto& element : *array) {
-        if (!element.is_integer()) return type_error("an array holding " + type_of(element));
-        values.push_back(*element.value<std::int64_t>());
-        check_range(static_cast<double>(values.back()));
-      }
-      return values;
-    }
-    case Kind::string_list: {
-      const auto* array = node.as_array();
-      if (array == nullptr) return type_error(type_of(node));
-      std::vector<std::string> values;
-      for (const auto& element : *array) {
-        if (!element.is_string()) return type_error("an array holding " + type_of(element));
-        values.push_back(*element.value<std::string>());
-        if (!setting.choices.empty() &&
-            std::find(setting.choices.begin(), setting.choices.end(), values.back()) == setting.choices.end()) {
-          fail(ExitCode::spec, "{}: {}: '{}' is not one of: {}", at, setting.key, values.back(),
-               fmt::join(setting.choices, ", "));
-        }
-      }
-      return values;
-    }
-    case Kind::string_table: {
-      const auto* table = node.as_table();
-      if (table == nullptr) return type_error(type_of(node));
-      std::map<std::string, std::string> values;
-      for (const auto& [name_key, element] : *table) {
-        const std::string name(name_key.str());
-        // A file's entries are located by their own line; a --set table by the --set.
-        const std::string entry_at = element.source().path ? where(*element.source().path, element.source()) : at;
-        check_environment_name(setting.key, name, entry_at);
-        if (element.is_string()) {
-          values[name] = *element.value<std::string>();
-        } else if (element.is_integer()) {
-          values[name] = std::to_string(*element.value<std::int64_t>());
-        } else {
-          fail(ExitCode::spec, "{}: {}.{}: expected a string, got {}", entry_at, setting.key, name, type_of(element));
-        }
-      }
-      return values;
-    }
+    case Kind::integer_list:
+    case Kind::string_list: return convert_list(setting, node, at);
+    case Kind::string_table: return convert_table(setting, node, at);
   }
-  return type_error(type_of(node));
+  wrong_type(setting, at, type_of(node));
 }
 
 // Well-formed UTF-8 (no overlong forms, surrogates or code points above U+10FFFF), as TOML requires.
@@ -559,12 +570,24 @@ std::string describe(const LoadedSpec& loaded) {
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> run_settings(const Spec& spec) {
-  std::vector<std::pair<std::string, std::string>> values;
+std::vector<RunSetting> run_settings(const Spec& spec) {
+  std::vector<RunSetting> values;
   for (const auto& setting : settings()) {
     if (!setting.changes_run) continue;
     if (setting.key == "data.valid" && !spec.data.valid_source.empty()) continue;  // ignored then
-    values.emplace_back(setting.key, to_toml(setting.read(spec)));
+    const Value value = setting.read(spec);
+    RunSetting run_setting{setting.key, to_toml(value), {}};
+    run_setting.value = run_setting.toml;  // a list or table, unless what it holds is simpler
+    std::visit(
+        [&](const auto& held) {
+          using Held = std::decay_t<decltype(held)>;
+          if constexpr (std::is_same_v<Held, bool> || std::is_same_v<Held, std::int64_t> ||
+                        std::is_same_v<Held, double> || std::is_same_v<Held, std::string>) {
+            run_setting.value = held;
+          }
+        },
+        value);
+    values.push_back(std::move(run_setting));
   }
   return values;
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace tp::spec {
@@ -27,6 +28,8 @@ enum class Optimizer { sgd, adam, adamw };
 enum class Schedule { constant, one_cycle, cosine, step };
 enum class Precision { fp32, bf16, fp16 };
 enum class Backend { automatic, gloo, nccl };  // "auto": nccl when the rank sees a GPU, gloo otherwise
+enum class LrScaling { none, linear };
+enum class Resume { automatic, never };  // "auto": from the newest checkpoint of this run
 
 template <std::size_t N>
 using ChoiceNames = std::array<std::string_view, N>;
@@ -37,6 +40,8 @@ constexpr ChoiceNames<3> choice_names(Optimizer) { return {"sgd", "adam", "adamw
 constexpr ChoiceNames<4> choice_names(Schedule) { return {"constant", "one_cycle", "cosine", "step"}; }
 constexpr ChoiceNames<3> choice_names(Precision) { return {"fp32", "bf16", "fp16"}; }
 constexpr ChoiceNames<3> choice_names(Backend) { return {"auto", "gloo", "nccl"}; }
+constexpr ChoiceNames<2> choice_names(LrScaling) { return {"none", "linear"}; }
+constexpr ChoiceNames<2> choice_names(Resume) { return {"auto", "never"}; }
 
 // How the spec writes `choice`, for messages: name(Optimizer::sgd) is "sgd".
 template <typename Choice>
@@ -114,7 +119,7 @@ struct TrainSpec {
   double warmup;            // fraction of the steps spent warming up (one_cycle's pct_start)
   std::int64_t step_every;  // step: epochs between two decays
   double step_gamma;        // step: the factor of each decay
-  std::string lr_scaling;  // none | linear
+  LrScaling lr_scaling;
   std::int64_t accumulate;
   double clip_norm;  // 0: off
   double label_smoothing;
@@ -139,7 +144,7 @@ struct DistSpec {
 struct CheckpointSpec {
   std::int64_t every_epochs;  // 0 disables epoch checkpoints
   std::int64_t keep;
-  std::string resume;  // auto | never
+  Resume resume;
 };
 
 // Where the run's records go besides metrics.jsonl and steps.jsonl (runtime/telemetry's sinks).
@@ -205,9 +210,16 @@ LoadedSpec load_string(std::string_view document, const std::vector<std::string>
 
 // The resolved spec as TOML, each value followed by a comment naming its origin.
 std::string describe(const LoadedSpec& loaded);
-// The settings that change what a run computes (declared `changes_run`), as key and TOML value in
-// declaration order: a restart resumes only checkpoints written with the same values.
-std::vector<std::pair<std::string, std::string>> run_settings(const Spec& spec);
+// A setting that changes what a run computes (declared `changes_run`): a restart resumes only checkpoints
+// written with the same values, and a comparison of runs (TensorBoard's HParams, MLflow's params) shows them.
+struct RunSetting {
+  std::string key;
+  std::string toml;  // as TOML writes it
+  // The value itself; a choice as its name, a list or table as its TOML text.
+  std::variant<bool, std::int64_t, double, std::string> value;
+};
+// Every run setting of `spec`, in declaration order.
+std::vector<RunSetting> run_settings(const Spec& spec);
 
 // Markdown reference of every setting (docs/spec.md).
 std::string markdown_reference();

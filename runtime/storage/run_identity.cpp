@@ -103,7 +103,7 @@ std::string RunIdentity::digest() const {
 RunIdentity run_identity(const spec::Spec& spec, const fs::path& root, const std::string& commit) {
   RunIdentity identity;
   identity.commit = commit;
-  for (auto& [key, value] : spec::run_settings(spec)) identity.items.push_back({key, value});
+  for (auto& setting : spec::run_settings(spec)) identity.items.push_back({setting.key, setting.toml});
   for (const auto& [key, source] : {std::pair<const char*, const std::string&>{"data.source", spec.data.source},
                                     {"data.valid_source", spec.data.valid_source}}) {
     if (!source.empty()) identity.items.push_back({fmt::format("{} contents", key), describe_data(source, spec.data, root)});

@@ -32,6 +32,35 @@ std::string param_text(const HParam& value) {
   return std::get<std::string>(value).substr(0, kParamValueLength);
 }
 
+// A metric's name as MLflow takes it: only letters, digits, '_', '-', '.', ' ', ':' and '/' (a batch with
+// another byte fails whole), so any other byte (of a class name in interpretation/f1/<class>) becomes '_'.
+std::string metric_key(std::string name) {
+  for (char& c : name) {
+    const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                         c == '-' || c == '.' || c == ' ' || c == ':' || c == '/';
+    if (!allowed) c = '_';
+  }
+  return name;
+}
+
+// The tags a new run is created with: where its code came from, and the run identity's key and digest when
+// the run has one.
+json run_tags(const MlflowSettings& settings) {
+  const std::pair<const char*, std::string> source[] = {{"mlflow.source.type", "JOB"},
+                                                        {"mlflow.source.name", settings.source.repo},
+                                                        {"mlflow.source.git.repoURL", settings.source.repo},
+                                                        {"mlflow.source.git.commit", settings.source.commit},
+                                                        {"mlflow.source.git.branch", settings.source.ref},
+                                                        {"trainpoint.spec", settings.source.spec_name}};
+  json tags = json::array();
+  for (const auto& [key, value] : source) tags.push_back({{"key", key}, {"value", value}});
+  if (!settings.run_key.empty()) tags.push_back({{"key", "trainpoint.run_key"}, {"value", settings.run_key}});
+  if (!settings.run_digest.empty()) {
+    tags.push_back({{"key", "trainpoint.run_digest"}, {"value", settings.run_digest}});
+  }
+  return tags;
+}
+
 // What mlflow-run.json holds.
 struct RunRecord {
   std::string run_id;
@@ -182,9 +211,7 @@ void MlflowSink::run_started(const HParams& hparams, double wall_time) {
   } else {
     continued = settings_.resumed;  // MLFLOW_RUN_ID, given again to the restart
   }
-  json tags = json::array();
-  for (const auto& [key, value] : settings_.tags) tags.push_back({{"key", key}, {"value", value}});
-  if (!settings_.run_key.empty()) tags.push_back({{"key", "trainpoint.run_key"}, {"value", settings_.run_key}});
+  json tags = run_tags(settings_);
   json info;
   if (!run_id_.empty()) {
     info = json::parse(call("GET", "/api/2.0/mlflow/runs/get?run_id=" + percent_encode(run_id_, false), ""))["run"]
@@ -223,7 +250,7 @@ void MlflowSink::run_started(const HParams& hparams, double wall_time) {
 void MlflowSink::scalars(std::int64_t step, double wall_time, const Scalars& values) {
   for (const auto& [key, value] : values) {
     if (std::isnan(value)) continue;  // a metric that does not apply
-    pending_.push_back({key, value, milliseconds(wall_time), step});
+    pending_.push_back({metric_key(key), value, milliseconds(wall_time), step});
   }
 }
 

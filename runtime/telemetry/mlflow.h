@@ -1,7 +1,7 @@
 // A sink logging the run to an MLflow tracking server over its REST API (log.mlflow_uri, or MLflow's own
 // environment): rank 0 creates or joins the experiment, starts a run tagged with the repository, commit and
 // spec digest (MLflow's mlflow.source.* tags), logs the run's settings as params, the records' values as
-// metrics in batches at every flush, the finished outputs as artifacts through the server's artifact proxy,
+// metrics in batches at every flush (a byte MLflow does not take in a metric's name as '_'), the finished outputs as artifacts through the server's artifact proxy,
 // and the run's end as FINISHED, FAILED or KILLED. The run's id is kept in the run's checkpoint directory
 // (mlflow-run.json), so that a restarted run (resumed from a checkpoint) continues exactly that MLflow run; a
 // checkpoint without it (from an older trainpoint) continues the run tagged with the same run key. Torch-free.
@@ -26,6 +26,14 @@ struct Response;
 
 namespace tp::telemetry {
 
+// Where a run's code came from: the MLflow run is tagged with it (MLflow's mlflow.source.* tags).
+struct RunSource {
+  std::string repo;
+  std::string commit;
+  std::string ref;
+  std::string spec_name;  // the spec's path in the repository
+};
+
 struct MlflowSettings {
   std::string tracking_uri;     // http:// or https://, without a trailing slash
   std::string experiment_name;  // empty: the server's default experiment (id 0)
@@ -35,12 +43,13 @@ struct MlflowSettings {
   std::string username;  // MLFLOW_TRACKING_USERNAME and _PASSWORD: HTTP basic authentication
   std::string password;
   std::string ca_bundle;  // MLFLOW_TRACKING_SERVER_CERT_PATH
-  std::string run_key;    // tagged trainpoint.run_key: a resumed run without run_file finds its MLflow run by it
+  RunSource source;
+  std::string run_key;     // tagged trainpoint.run_key: a resumed run without run_file finds its MLflow run by it
+  std::string run_digest;  // tagged trainpoint.run_digest: the run identity's digest
   bool resumed = false;   // resumed from a checkpoint: join the run of run_file, else of the same run key
   // The run's mlflow-run.json (in its checkpoint directory): the MLflow run it logs to, written once known,
   // read when resumed. Empty: none.
   std::filesystem::path run_file;
-  std::map<std::string, std::string> tags;
 };
 
 // `spec_uri` (log.mlflow_uri) or MLFLOW_TRACKING_URI, and MLflow's other variables, read through `env`;

@@ -51,9 +51,12 @@ struct Sinks::State {
 
   void push(Record record);
   void deliver(const Record& record);
+  // The sink the thread is writing to, or last wrote to: the one a writer that falls behind waits for.
+  std::string slow_sink_name() const { return sinks[writing]->name(); }
 
   std::vector<std::unique_ptr<Sink>> sinks;
   std::vector<bool> failed;  // under mutex
+  std::size_t writing = 0;   // under mutex
   const std::size_t capacity;
   std::mutex mutex;
   std::condition_variable wake;  // a record, or stopping
@@ -74,8 +77,8 @@ void Sinks::State::push(Record record) {
     if (queue.size() >= capacity) {
       if (!dropping_warned) {
         dropping_warned = true;
-        spdlog::warn("{} records wait to be written to {}: the writer falls behind, and records are dropped "
-                     "until it catches up (training goes on)", queue.size(), sinks.front()->name());
+        spdlog::warn("{} records wait to be written: {} falls behind, and records are dropped until it "
+                     "catches up (training goes on)", queue.size(), slow_sink_name());
       }
       return;
     }
@@ -92,6 +95,7 @@ void Sinks::State::deliver(const Record& record) {
     {
       std::lock_guard<std::mutex> lock(mutex);
       has_failed = failed[i];
+      writing = i;
     }
     Sink& sink = *sinks[i];
     if (has_failed) {
@@ -136,7 +140,7 @@ Sinks::~Sinks() {
     return;
   }
   spdlog::warn("{} has not written the run's last records after {}s: the process ends without them",
-               state_->sinks.front()->name(), std::chrono::duration<double>(close_wait_).count());
+               state_->slow_sink_name(), std::chrono::duration<double>(close_wait_).count());
   lock.unlock();
   thread_.detach();  // it holds the state; the process's end stops it
 }

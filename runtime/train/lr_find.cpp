@@ -19,11 +19,64 @@ namespace tp::train {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+constexpr std::int64_t kSteps = 100;
+
+// Sets suggested_lr and steepest_lr from the points; returns the index of the point of the lowest loss. As
+// fastai, the suggestions skip the first tenth of the planned steps (the average is still settling) and the
+// last 5 (the loss blowing up), unless that leaves too few.
+std::size_t suggest(LrFindResult& result) {
+  const std::size_t n = result.points.size();
+  std::size_t first = kSteps / 10, end = n > 5 ? n - 5 : n;
+  if (end < first + 2) {
+    first = 0;
+    end = n;
+  }
+  std::size_t lowest = first, steepest = first;
+  double steepest_slope = INFINITY;
+  for (std::size_t i = first; i < end; ++i) {
+    if (result.points[i].smoothed_loss < result.points[lowest].smoothed_loss) lowest = i;
+    if (i + 1 >= end) continue;
+    const auto& here = result.points[i];
+    const auto& next = result.points[i + 1];
+    const double slope = (next.smoothed_loss - here.smoothed_loss) / (std::log(next.lr) - std::log(here.lr));
+    if (slope < steepest_slope) {
+      steepest_slope = slope;
+      steepest = i;
+    }
+  }
+  result.suggested_lr = result.points[lowest].lr / 10;
+  result.steepest_lr = result.points[steepest].lr;
+  return lowest;
+}
+
+// lr_find.jsonl and lr_find.html, and the suggestion's line.
+void write_outputs(const LrFindResult& result, std::size_t lowest, const std::string& job_name,
+                   const fs::path& output_dir) {
+  fs::create_directories(output_dir);
+  std::string lines;
+  for (const LrFindPoint& p : result.points) {
+    lines += nlohmann::json{{"step", p.step}, {"lr", p.lr}, {"loss", json_number(p.loss)},
+                            {"smoothed_loss", json_number(p.smoothed_loss)}}
+                 .dump() +
+             "\n";
+  }
+  write_file_atomic(output_dir / "lr_find.jsonl", lines);
+  write_file_atomic(output_dir / "lr_find.html",
+                    render_lr_find(job_name, result.points, result.suggested_lr, result.steepest_lr));
+  spdlog::info("lr_find: {} steps; suggested train.lr {:.3g} (a tenth of the lr with the lowest loss, {:.3g}); "
+               "steepest descent at {:.3g}; see {}",
+               result.points.size(), result.suggested_lr, result.points[lowest].lr, result.steepest_lr,
+               (output_dir / "lr_find.html").string());
+}
+
+}  // namespace
+
 LrFindResult find_learning_rate(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec,
                                 dist::Communicator& communicator, const fs::path& output_dir,
                                 const FitEnvironment& environment) {
   constexpr double kStartLr = 1e-7, kEndLr = 10.0, kBeta = 0.98;
-  constexpr std::int64_t kSteps = 100;
   const c10::Device device = environment.device;
   Precision precision(spec.train.precision, device);
   Parameters placed = place_model(model, spec, device);
@@ -69,46 +122,8 @@ LrFindResult find_learning_rate(torch::jit::Module& model, const data::Datasets&
     }
   }
 
-  // As fastai, the suggestions skip the first tenth of the planned steps (the average is still
-  // settling) and the last 5 (the loss blowing up), unless that leaves too few.
-  const std::size_t n = result.points.size();
-  std::size_t first = kSteps / 10, end = n > 5 ? n - 5 : n;
-  if (end < first + 2) {
-    first = 0;
-    end = n;
-  }
-  std::size_t lowest = first, steepest = first;
-  double steepest_slope = INFINITY;
-  for (std::size_t i = first; i < end; ++i) {
-    if (result.points[i].smoothed_loss < result.points[lowest].smoothed_loss) lowest = i;
-    if (i + 1 >= end) continue;
-    const auto& here = result.points[i];
-    const auto& next = result.points[i + 1];
-    const double slope = (next.smoothed_loss - here.smoothed_loss) / (std::log(next.lr) - std::log(here.lr));
-    if (slope < steepest_slope) {
-      steepest_slope = slope;
-      steepest = i;
-    }
-  }
-  result.suggested_lr = result.points[lowest].lr / 10;
-  result.steepest_lr = result.points[steepest].lr;
-  if (communicator.rank() == 0) {
-    fs::create_directories(output_dir);
-    std::string lines;
-    for (const LrFindPoint& p : result.points) {
-      lines += nlohmann::json{{"step", p.step}, {"lr", p.lr}, {"loss", json_number(p.loss)},
-                              {"smoothed_loss", json_number(p.smoothed_loss)}}
-                   .dump() +
-               "\n";
-    }
-    write_file_atomic(output_dir / "lr_find.jsonl", lines);
-    write_file_atomic(output_dir / "lr_find.html",
-                      render_lr_find(spec.job.name, result.points, result.suggested_lr, result.steepest_lr));
-    spdlog::info("lr_find: {} steps; suggested train.lr {:.3g} (a tenth of the lr with the lowest loss, {:.3g}); "
-                 "steepest descent at {:.3g}; see {}",
-                 result.points.size(), result.suggested_lr, result.points[lowest].lr, result.steepest_lr,
-                 (output_dir / "lr_find.html").string());
-  }
+  const std::size_t lowest = suggest(result);
+  if (communicator.rank() == 0) write_outputs(result, lowest, spec.job.name, output_dir);
   communicator.barrier();
   return result;
 }

@@ -22,9 +22,7 @@
 #include "dist/gradient_sync.h"
 #include "dist/topology.h"
 #include "model/model.h"
-#include "telemetry/mlflow.h"
-#include "telemetry/sinks.h"
-#include "telemetry/tensorboard.h"
+#include "telemetry/run_sinks.h"
 #include "train/checkpoint.h"
 #include "train/evaluation.h"
 #include "train/gpu_step_time.h"
@@ -99,23 +97,27 @@ constexpr std::chrono::seconds kSinkCloseWait{120};
 // computes, with train.epochs and the world size.
 telemetry::HParams hparams_of(const spec::Spec& spec, int world_size, std::int64_t global_batch) {
   telemetry::HParams hparams;
-  for (const auto& [key, toml] : spec::run_settings(spec)) {
-    char* end = nullptr;
-    const double number = std::strtod(toml.c_str(), &end);
-    if (toml == "true" || toml == "false") {
-      hparams[key] = toml == "true";
-    } else if (!toml.empty() && end == toml.c_str() + toml.size()) {
-      hparams[key] = number;
-    } else if (toml.size() >= 2 && toml.front() == '"' && toml.back() == '"') {
-      hparams[key] = toml.substr(1, toml.size() - 2);
-    } else {
-      hparams[key] = toml;  // a list, as TOML writes it
-    }
+  for (const spec::RunSetting& setting : spec::run_settings(spec)) {
+    hparams[setting.key] = std::visit(
+        [](const auto& value) -> telemetry::HParam {
+          if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::int64_t>) return static_cast<double>(value);
+          else return value;
+        },
+        setting.value);
   }
   hparams["train.epochs"] = static_cast<double>(spec.train.epochs);
   hparams["world_size"] = static_cast<double>(world_size);
   hparams["global_batch"] = static_cast<double>(global_batch);
   return hparams;
+}
+
+// train.lr, or with linear scaling (Goyal et al. 2017) train.lr x the global batch's factor (with warmup).
+double peak_lr(const spec::TrainSpec& train, double global_batch_factor) {
+  switch (train.lr_scaling) {
+    case spec::LrScaling::none: return train.lr;
+    case spec::LrScaling::linear: return train.lr * global_batch_factor;
+  }
+  spec::unhandled(train.lr_scaling);
 }
 
 // What the monitor needs to know of the run.
@@ -243,6 +245,8 @@ class Fit {
   EpochMetrics measure(const TrainedEpoch& epoch, Predictions* predictions);
   std::optional<double> save_epoch_checkpoint();
   void log_resumed() const;
+  // What the run is, for its sinks.
+  telemetry::RunSinksSettings run_sinks_settings() const;
   void publish(const fs::path& file) const {
     if (environment_.publish) environment_.publish(file);
   }
@@ -310,9 +314,8 @@ Fit::Fit(torch::jit::Module& model, const data::Datasets& data, const spec::Spec
       accumulate_(spec.train.accumulate),
       batch_size_(static_cast<std::size_t>(spec.train.batch_size)),
       global_batch_(spec.train.batch_size * communicator.world_size() * accumulate_),
-      // The linear scaling rule (Goyal et al. 2017): the peak lr grows with the global batch, with warmup.
       global_batch_factor_(static_cast<double>(communicator.world_size() * accumulate_)),
-      peak_lr_(spec.train.lr_scaling == "linear" ? spec.train.lr * global_batch_factor_ : spec.train.lr),
+      peak_lr_(peak_lr(spec.train, global_batch_factor_)),
       steps_per_epoch_((static_cast<std::int64_t>((samples_.per_rank(0) + batch_size_ - 1) / batch_size_) +
                         accumulate_ - 1) /
                        accumulate_),
@@ -323,7 +326,7 @@ Fit::Fit(torch::jit::Module& model, const data::Datasets& data, const spec::Spec
 }
 
 bool Fit::resume() {
-  if (spec_.checkpoint.resume == "never") {
+  if (spec_.checkpoint.resume == spec::Resume::never) {
     if (checkpoints_.keeps) forget_checkpoints(checkpoints_.directory, environment_, writer_);
   } else {
     resumed_ = agree_on_checkpoint(newest_checkpoint(checkpoints_.directory), communicator_, checkpoints_);
@@ -365,12 +368,29 @@ void Fit::log_resumed() const {
   spdlog::info("the world size changed from {} to {}: global batch {} -> {}{}; {}", resumed_->state.world_size,
                communicator_.world_size(), spec_.train.batch_size * resumed_->state.world_size * accumulate_,
                global_batch_,
-               spec_.train.lr_scaling == "linear"
+               spec_.train.lr_scaling == spec::LrScaling::linear
                    ? fmt::format(", peak lr {:g} -> {:g} (linear scaling)", spec_.train.lr * old_factor, peak_lr_)
                    : "",
                position_.samples_done > 0 ? "the interrupted epoch's remaining samples are split over the new "
                                             "ranks, each trained once; the schedule goes on by samples seen"
                                           : "the schedule goes on by samples seen");
+}
+
+telemetry::RunSinksSettings Fit::run_sinks_settings() const {
+  telemetry::RunSinksSettings settings;
+  settings.output_dir = output_dir_;
+  settings.first_step = position_.step;
+  settings.resumed = resumed_.has_value();
+  settings.tensorboard = spec_.log.tensorboard;
+  settings.mlflow_uri = spec_.log.mlflow_uri;
+  settings.run_name = spec_.job.name;
+  settings.source = {facts_.origin.repo, facts_.origin.commit, facts_.origin.ref, facts_.origin.spec_name};
+  settings.mlflow_run_file = checkpoints_.directory / storage::kMlflowRunFile;
+  if (environment_.identity) {
+    settings.run_key = environment_.identity->key();
+    settings.run_digest = environment_.identity->digest();
+  }
+  return settings;
 }
 
 void Fit::start() {
@@ -390,31 +410,12 @@ void Fit::start() {
                  "batch {}; peak lr {:g}{}",
                  data_.train->size(), samples_.per_rank(0), steps_per_epoch_, data_.valid ? data_.valid->size() : 0,
                  communicator_.world_size(), global_batch_, peak_lr_,
-                 spec_.train.lr_scaling == "linear"
+                 spec_.train.lr_scaling == spec::LrScaling::linear
                      ? fmt::format(" (train.lr {:g} x {:g}, linear scaling)", spec_.train.lr, global_batch_factor_)
                      : "");
     metrics_ = std::make_unique<MetricsLog>(output_dir_, position_.epochs_done, position_.step);
-    std::vector<std::unique_ptr<telemetry::Sink>> sinks;
-    if (spec_.log.tensorboard) {
-      sinks.push_back(std::make_unique<telemetry::TensorBoardSink>(output_dir_ / "tensorboard", position_.step));
-    }
-    if (auto mlflow = telemetry::mlflow_settings(spec_.log.mlflow_uri, [](const char* name) { return std::getenv(name); })) {
-      mlflow->run_name = spec_.job.name;
-      mlflow->resumed = resumed_.has_value();
-      mlflow->run_file = checkpoints_.directory / storage::kMlflowRunFile;
-      mlflow->tags = {{"mlflow.source.type", "JOB"},
-                      {"mlflow.source.name", facts_.origin.repo},
-                      {"mlflow.source.git.repoURL", facts_.origin.repo},
-                      {"mlflow.source.git.commit", facts_.origin.commit},
-                      {"mlflow.source.git.branch", facts_.origin.ref},
-                      {"trainpoint.spec", facts_.origin.spec_name}};
-      if (environment_.identity) {
-        mlflow->run_key = environment_.identity->key();
-        mlflow->tags["trainpoint.run_digest"] = environment_.identity->digest();
-      }
-      sinks.push_back(std::make_unique<telemetry::MlflowSink>(std::move(*mlflow)));
-    }
-    sinks_ = std::make_unique<telemetry::Sinks>(std::move(sinks), 4096, kSinkCloseWait);
+    sinks_ = telemetry::open_run_sinks(run_sinks_settings(), [](const char* name) { return std::getenv(name); },
+                                       kSinkCloseWait);
     sinks_->run_started(hparams_of(spec_, communicator_.world_size(), global_batch_));
   }
   install_stop_handlers();

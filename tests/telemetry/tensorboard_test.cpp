@@ -202,6 +202,34 @@ TEST(Sinks, ASinkStuckInAWriteDelaysOneReadPointAndNotTheEnd) {
   EXPECT_EQ(log.count("Counting has not written the run's last records after 0.2s"), 1) << log.text();
 }
 
+// A CountingSink under another name, to tell sinks apart in the warnings.
+class NamedSink : public CountingSink {
+ public:
+  NamedSink(std::string name, std::atomic<int>& calls, std::chrono::milliseconds delay)
+      : CountingSink(calls, false, delay), name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+
+ private:
+  const std::string name_;
+};
+
+// The queue is shared, so the warnings name the sink the thread waits for, not the first one given.
+TEST(Sinks, TheWarningsOfAWriterThatFallsBehindNameTheSlowSink) {
+  testing::CapturedLog log;
+  static std::atomic<int> fast_calls{0}, slow_calls{0};  // the stuck thread outlives the test's frame
+  std::vector<std::unique_ptr<Sink>> sinks;
+  sinks.push_back(std::make_unique<NamedSink>("Fast", fast_calls, 0ms));
+  sinks.push_back(std::make_unique<NamedSink>("Slow", slow_calls, 2s));
+  auto all = std::make_unique<Sinks>(std::move(sinks), /*capacity=*/4, /*close_wait=*/200ms);
+  all->scalars(1, {{"train/loss", 1.0}});
+  std::this_thread::sleep_for(100ms);  // the thread is in Slow's write
+  for (int step = 2; step <= 20; ++step) all->scalars(step, {{"train/loss", 1.0}});
+  all.reset();
+  EXPECT_EQ(log.count("Slow falls behind, and records are dropped"), 1) << log.text();
+  EXPECT_EQ(log.count("Slow has not written the run's last records after 0.2s"), 1) << log.text();
+  EXPECT_EQ(log.count("Fast"), 0) << log.text();
+}
+
 TEST(Sinks, FilesAreThoseOfSinksThatWroteAndDidNotFail) {
   testing::TempDir dir;
   std::vector<std::unique_ptr<Sink>> sinks;
