@@ -72,7 +72,7 @@ struct TopLoss {
   std::string sample;
   std::string actual;
   std::string predicted;
-  double loss = 0;        // not finite: none
+  double loss = 0;        // NaN: none (null in interpretation.json, blank in the report)
   std::string thumbnail;  // a data:image/jpeg;base64 URI of what the model saw; empty when not an image
 };
 
@@ -93,6 +93,7 @@ struct RegressionInterpretation {
   std::vector<RegressedSample> points;  // some of the samples, evenly spread over them by name
 };
 
+// What the trained model gets wrong: interpretation.json's content.
 struct Interpretation {
   InterpretedAt at;
   std::size_t samples = 0;  // of every rank, each once
