@@ -4,7 +4,6 @@
 #include <torch/torch.h>
 
 #include <cstddef>
-#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "data/loader.h"
@@ -149,11 +148,12 @@ Totals validate(torch::jit::Module& model, const data::Datasets& data, const spe
   return summed_over_ranks(totals, communicator);
 }
 
-nlohmann::json interpret(const Predictions& mine, const data::Schema& schema, const spec::Spec& spec,
-                         InterpretedAt at, dist::Communicator& communicator) {
+std::optional<Interpretation> interpret(const Predictions& mine, const data::Schema& schema,
+                                       const spec::Spec& spec, InterpretedAt at,
+                                       dist::Communicator& communicator) {
   const std::vector<std::string> packed = dist::all_gather_strings(
       communicator, {schema.classification ? pack(mine.classified) : pack(mine.regressed)});
-  if (communicator.rank() != 0) return nullptr;
+  if (communicator.rank() != 0) return std::nullopt;
   if (!schema.classification) return interpret_regression(unpack_regressed(packed), kRegressionPoints, at);
   return interpret_classification(unpack_classified(packed), schema.class_names,
                                   static_cast<std::size_t>(spec.report.top_losses), at);

@@ -6,7 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <vector>
 
 #include "data/dataset.h"
@@ -54,8 +54,9 @@ Totals validate(torch::jit::Module& model, const data::Datasets& data, const spe
                 Predictions* predictions = nullptr);
 
 // Every rank's predictions gathered (one collective) and interpreted on rank 0 (train/interpretation.h);
-// null on the other ranks.
-nlohmann::json interpret(const Predictions& mine, const data::Schema& schema, const spec::Spec& spec,
-                         InterpretedAt at, dist::Communicator& communicator);
+// none on the other ranks.
+std::optional<Interpretation> interpret(const Predictions& mine, const data::Schema& schema,
+                                       const spec::Spec& spec, InterpretedAt at,
+                                       dist::Communicator& communicator);
 
 }  // namespace tp::train

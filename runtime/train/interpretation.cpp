@@ -4,19 +4,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <numeric>
-#include <sstream>
 #include <tuple>
 
 #include "common/base64.h"
 #include "common/error.h"
-#include "common/files.h"
 
 namespace tp::train {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 // A sample's fields in the packed CBOR: an array per sample, the thumbnail as a CBOR byte string.
@@ -34,8 +30,8 @@ std::vector<json> unpack_all(const std::vector<std::string>& packed, std::size_t
     }
     for (json& sample : list) {
       if (!sample.is_array() || sample.size() != fields) {
-        fail(ExitCode::internal, "a validation prediction of rank {} has {} fields, not {}", rank, sample.size(),
-             fields);
+        fail(ExitCode::internal, "a validation prediction of rank {} has {} fields, not {}", rank,
+             sample.size(), fields);
       }
       samples.push_back(std::move(sample));
     }
@@ -56,20 +52,58 @@ std::vector<const Sample*> by_name(const std::vector<Sample>& samples) {
   return sorted;
 }
 
-// A class name as part of a metric's name: MLflow takes only letters, digits, '_', '-', '.', ' ', ':' and '/'
-// (a batch with another fails whole), so any other byte becomes '_'.
-std::string metric_name_part(const std::string& name) {
-  std::string part = name;
-  for (char& c : part) {
-    const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                         c == '_' || c == '-' || c == '.' || c == ' ' || c == ':' || c == '/';
-    if (!allowed) c = '_';
+// [actual][predicted] counts over `classes` classes.
+std::vector<std::vector<std::int64_t>> confusion_counts(const std::vector<ClassifiedSample>& samples,
+                                                        std::size_t classes) {
+  std::vector<std::vector<std::int64_t>> counts(classes, std::vector<std::int64_t>(classes, 0));
+  for (const ClassifiedSample& s : samples) {
+    if (s.actual < 0 || s.predicted < 0 || static_cast<std::size_t>(s.actual) >= classes ||
+        static_cast<std::size_t>(s.predicted) >= classes) {
+      fail(ExitCode::internal, "{}: class {} predicted as {}, but there are {} classes", s.name, s.actual,
+           s.predicted, classes);
+    }
+    ++counts[static_cast<std::size_t>(s.actual)][static_cast<std::size_t>(s.predicted)];
   }
-  return part;
+  return counts;
 }
 
-bool is_classification(const json& interpretation) {
-  return interpretation.is_object() && interpretation.value("task", "") == "classification";
+// The normalized matrix and the per-class scores from the counts.
+void add_per_class_scores(ClassificationInterpretation& result) {
+  const std::vector<std::vector<std::int64_t>>& counts = result.confusion_matrix;
+  const std::size_t n = counts.size();
+  for (std::size_t c = 0; c < n; ++c) {
+    const auto support = std::accumulate(counts[c].begin(), counts[c].end(), std::int64_t{0});
+    std::int64_t predicted_as_c = 0;
+    for (std::size_t a = 0; a < n; ++a) predicted_as_c += counts[a][c];
+    std::vector<double> row;
+    for (std::size_t p = 0; p < n; ++p) {
+      row.push_back(ratio(static_cast<double>(counts[c][p]), static_cast<double>(support)));
+    }
+    result.confusion_matrix_normalized.push_back(std::move(row));
+    const auto true_positives = static_cast<double>(counts[c][c]);
+    const double precision = ratio(true_positives, static_cast<double>(predicted_as_c));
+    const double recall = ratio(true_positives, static_cast<double>(support));
+    result.per_class.push_back(
+        {result.classes[c], precision, recall, ratio(2 * precision * recall, precision + recall), support});
+  }
+}
+
+// The off-diagonal cells with a count, the highest first (equal counts in matrix order).
+std::vector<ConfusedPair> most_confused(const std::vector<std::vector<std::int64_t>>& counts,
+                                        const std::vector<std::string>& classes) {
+  std::vector<ConfusedPair> pairs;
+  for (std::size_t a = 0; a < counts.size(); ++a) {
+    for (std::size_t p = 0; p < counts.size(); ++p) {
+      if (a != p && counts[a][p] > 0) pairs.push_back({classes[a], classes[p], counts[a][p]});
+    }
+  }
+  std::stable_sort(pairs.begin(), pairs.end(),
+                   [](const ConfusedPair& x, const ConfusedPair& y) { return x.count > y.count; });
+  return pairs;
+}
+
+const ClassificationInterpretation* classification_of(const std::optional<Interpretation>& interpretation) {
+  return interpretation ? std::get_if<ClassificationInterpretation>(&interpretation->task) : nullptr;
 }
 
 }  // namespace
@@ -77,8 +111,8 @@ bool is_classification(const json& interpretation) {
 std::string pack(const std::vector<ClassifiedSample>& samples) {
   json list = json::array();
   for (const ClassifiedSample& s : samples) {
-    list.push_back(json::array({s.name, s.actual, s.predicted, s.loss,
-                                json::binary(std::vector<std::uint8_t>(s.thumbnail.begin(), s.thumbnail.end()))}));
+    const std::vector<std::uint8_t> thumbnail(s.thumbnail.begin(), s.thumbnail.end());
+    list.push_back(json::array({s.name, s.actual, s.predicted, s.loss, json::binary(thumbnail)}));
   }
   const std::vector<std::uint8_t> bytes = json::to_cbor(list);
   return {bytes.begin(), bytes.end()};
@@ -96,7 +130,8 @@ std::vector<ClassifiedSample> unpack_classified(const std::vector<std::string>& 
   for (const json& s : unpack_all(packed, kClassifiedFields)) {
     const auto& thumbnail = s[4].get_binary();
     samples.push_back({s[0].get<std::string>(), s[1].get<std::int64_t>(), s[2].get<std::int64_t>(),
-                       s[3].is_number() ? s[3].get<double>() : INFINITY, std::string(thumbnail.begin(), thumbnail.end())});
+                       s[3].is_number() ? s[3].get<double>() : INFINITY,
+                       std::string(thumbnail.begin(), thumbnail.end())});
   }
   return samples;
 }
@@ -124,146 +159,69 @@ std::vector<std::size_t> highest_losses(const std::vector<ClassifiedSample>& sam
   return order;
 }
 
-json interpret_classification(const std::vector<ClassifiedSample>& samples, const std::vector<std::string>& classes,
-                              std::size_t top_losses, InterpretedAt at) {
-  const std::size_t n = classes.size();
-  std::vector<std::vector<std::int64_t>> counts(n, std::vector<std::int64_t>(n, 0));
-  json predictions = json::array();
-  for (const ClassifiedSample* s : by_name(samples)) {
-    if (s->actual < 0 || s->predicted < 0 || static_cast<std::size_t>(s->actual) >= n ||
-        static_cast<std::size_t>(s->predicted) >= n) {
-      fail(ExitCode::internal, "{}: class {} predicted as {}, but there are {} classes", s->name, s->actual,
-           s->predicted, n);
-    }
-    ++counts[static_cast<std::size_t>(s->actual)][static_cast<std::size_t>(s->predicted)];
-    predictions.push_back({{"sample", s->name}, {"actual", s->actual}, {"predicted", s->predicted},
-                           {"loss", json_number(s->loss)}});
-  }
-  json normalized = json::array();
-  json per_class = json::array();
+Interpretation interpret_classification(const std::vector<ClassifiedSample>& samples,
+                                        const std::vector<std::string>& classes, std::size_t top_losses,
+                                        InterpretedAt at) {
+  ClassificationInterpretation result;
+  result.classes = classes;
+  result.confusion_matrix = confusion_counts(samples, classes.size());
   std::int64_t correct = 0;
-  for (std::size_t c = 0; c < n; ++c) {
-    const auto support = static_cast<double>(std::accumulate(counts[c].begin(), counts[c].end(), std::int64_t{0}));
-    double predicted_as_c = 0;
-    for (std::size_t a = 0; a < n; ++a) predicted_as_c += static_cast<double>(counts[a][c]);
-    const auto true_positives = static_cast<double>(counts[c][c]);
-    correct += counts[c][c];
-    json row = json::array();
-    for (std::size_t p = 0; p < n; ++p) row.push_back(ratio(static_cast<double>(counts[c][p]), support));
-    normalized.push_back(std::move(row));
-    const double precision = ratio(true_positives, predicted_as_c);
-    const double recall = ratio(true_positives, support);
-    per_class.push_back({{"class", classes[c]},
-                         {"precision", precision},
-                         {"recall", recall},
-                         {"f1", ratio(2 * precision * recall, precision + recall)},
-                         {"support", static_cast<std::int64_t>(support)}});
-  }
-  struct Pair {
-    std::size_t actual, predicted;
-    std::int64_t count;
-  };
-  std::vector<Pair> pairs;
-  for (std::size_t a = 0; a < n; ++a) {
-    for (std::size_t p = 0; p < n; ++p) {
-      if (a != p && counts[a][p] > 0) pairs.push_back({a, p, counts[a][p]});
-    }
-  }
-  std::stable_sort(pairs.begin(), pairs.end(), [](const Pair& x, const Pair& y) { return x.count > y.count; });
-  json most_confused = json::array();
-  for (const Pair& pair : pairs) {
-    most_confused.push_back(
-        {{"actual", classes[pair.actual]}, {"predicted", classes[pair.predicted]}, {"count", pair.count}});
-  }
-  json top = json::array();
+  for (std::size_t c = 0; c < classes.size(); ++c) correct += result.confusion_matrix[c][c];
+  result.accuracy = ratio(static_cast<double>(correct), static_cast<double>(samples.size()));
+  add_per_class_scores(result);
+  result.most_confused = most_confused(result.confusion_matrix, classes);
   for (const std::size_t i : highest_losses(samples, top_losses)) {
     const ClassifiedSample& s = samples[i];
-    json entry{{"sample", s.name},
-               {"actual", classes[static_cast<std::size_t>(s.actual)]},
-               {"predicted", classes[static_cast<std::size_t>(s.predicted)]},
-               {"loss", json_number(s.loss)}};
-    if (!s.thumbnail.empty()) entry["thumbnail"] = "data:image/jpeg;base64," + base64(s.thumbnail);
-    top.push_back(std::move(entry));
+    result.top_losses.push_back({s.name, classes[static_cast<std::size_t>(s.actual)],
+                                 classes[static_cast<std::size_t>(s.predicted)], s.loss,
+                                 s.thumbnail.empty() ? "" : "data:image/jpeg;base64," + base64(s.thumbnail)});
   }
-  return {{"task", "classification"},
-          {"epoch", at.epoch},
-          {"step", at.step},
-          {"samples", samples.size()},
-          {"accuracy", json_number(ratio(static_cast<double>(correct), static_cast<double>(samples.size())))},
-          {"classes", classes},
-          {"confusion_matrix", counts},
-          {"confusion_matrix_normalized", std::move(normalized)},
-          {"per_class", std::move(per_class)},
-          {"most_confused", std::move(most_confused)},
-          {"top_losses", std::move(top)},
-          {"predictions", std::move(predictions)}};
+  // Without their thumbnails: the ones written are in top_losses.
+  for (const ClassifiedSample* s : by_name(samples)) {
+    result.predictions.push_back({s->name, s->actual, s->predicted, s->loss, ""});
+  }
+  return {at, samples.size(), std::move(result)};
 }
 
-json interpret_regression(const std::vector<RegressedSample>& samples, std::size_t max_points, InterpretedAt at) {
+Interpretation interpret_regression(const std::vector<RegressedSample>& samples, std::size_t max_points,
+                                    InterpretedAt at) {
   const std::vector<const RegressedSample*> sorted = by_name(samples);
   double absolute = 0, squared = 0;
   for (const RegressedSample* s : sorted) {
     absolute += std::abs(s->actual - s->predicted);
     squared += (s->actual - s->predicted) * (s->actual - s->predicted);
   }
-  const std::size_t shown = std::min(max_points, sorted.size());
-  json points = json::array();
-  for (std::size_t k = 0; k < shown; ++k) {
-    const RegressedSample& s = *sorted[k * sorted.size() / shown];
-    points.push_back({{"sample", s.name},
-                      {"actual", json_number(s.actual)},
-                      {"predicted", json_number(s.predicted)},
-                      {"residual", json_number(s.actual - s.predicted)}});
-  }
+  RegressionInterpretation result;
   const auto count = static_cast<double>(samples.size());
-  return {{"task", "regression"},
-          {"epoch", at.epoch},
-          {"step", at.step},
-          {"samples", samples.size()},
-          {"mae", json_number(samples.empty() ? NAN : absolute / count)},
-          {"rmse", json_number(samples.empty() ? NAN : std::sqrt(squared / count))},
-          {"points", std::move(points)}};
+  result.mae = samples.empty() ? NAN : absolute / count;
+  result.rmse = samples.empty() ? NAN : std::sqrt(squared / count);
+  const std::size_t shown = std::min(max_points, sorted.size());
+  for (std::size_t k = 0; k < shown; ++k) result.points.push_back(*sorted[k * sorted.size() / shown]);
+  return {at, samples.size(), std::move(result)};
 }
 
-json per_class_scores(const json& interpretation) {
-  if (!is_classification(interpretation)) return nullptr;
+json per_class_scores(const std::optional<Interpretation>& interpretation) {
+  const ClassificationInterpretation* classification = classification_of(interpretation);
+  if (!classification) return nullptr;
   json scores = json::object();
-  for (const json& c : interpretation.at("per_class")) {
-    scores[c.at("class").get<std::string>()] = {
-        {"precision", c.at("precision")}, {"recall", c.at("recall")}, {"f1", c.at("f1")}, {"support", c.at("support")}};
+  for (const ClassScores& c : classification->per_class) {
+    scores[c.name] = {{"precision", c.precision}, {"recall", c.recall}, {"f1", c.f1}, {"support", c.support}};
   }
   return scores;
 }
 
-NamedValues per_class_values(const json& interpretation) {
+NamedValues per_class_values(const std::optional<Interpretation>& interpretation) {
   NamedValues values;
-  if (!is_classification(interpretation)) return values;
-  for (const char* score : {"precision", "recall", "f1"}) {
-    for (const json& c : interpretation.at("per_class")) {
-      values.emplace_back(fmt::format("interpretation/{}/{}", score, metric_name_part(c.at("class").get<std::string>())),
-                          c.at(score).get<double>());
+  const ClassificationInterpretation* classification = classification_of(interpretation);
+  if (!classification) return values;
+  for (const auto& [score, member] : {std::pair{"precision", &ClassScores::precision},
+                                      std::pair{"recall", &ClassScores::recall},
+                                      std::pair{"f1", &ClassScores::f1}}) {
+    for (const ClassScores& c : classification->per_class) {
+      values.emplace_back(fmt::format("interpretation/{}/{}", score, c.name), c.*member);
     }
   }
   return values;
-}
-
-void write_interpretation(const fs::path& file, const json& interpretation) {
-  const std::string text = interpretation.dump(1) + "\n";
-  const fs::path temporary = temporary_sibling(file);
-  {
-    std::ofstream out(temporary, std::ios::binary);
-    out << text;
-    out.close();
-    if (!out) fail(ExitCode::output, "{}: cannot write the interpretation (disk full?)", temporary.string());
-  }
-  std::ifstream in(temporary, std::ios::binary);
-  std::stringstream written;
-  written << in.rdbuf();
-  if (written.str() != text || json::parse(written.str(), nullptr, false) != interpretation) {
-    fs::remove(temporary);
-    fail(ExitCode::output, "{}: the interpretation written does not read back the same", temporary.string());
-  }
-  commit_file(temporary, file);
 }
 
 }  // namespace tp::train

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <variant>
 
 #include "common/files.h"
 
@@ -433,111 +434,111 @@ std::string scatter_chart(const std::string& title, const std::string& x_label, 
   return svg + "</svg>\n";
 }
 
-std::string number_text(const json& value, const char* format = "{:.4f}") {
-  return value.is_number() ? fmt::format(fmt::runtime(format), value.get<double>()) : "";
+std::string loss_text(double loss) {
+  return std::isnan(loss) ? "" : fmt::format("{:.3f}", loss);
 }
 
 // The confusion matrix as a table whose cells are shaded by their share of the row (the actual class).
-std::string confusion_table(const json& interpretation) {
-  const auto classes = interpretation.at("classes").get<std::vector<std::string>>();
-  const json& counts = interpretation.at("confusion_matrix");
-  const json& normalized = interpretation.at("confusion_matrix_normalized");
+std::string confusion_table(const ClassificationInterpretation& interpretation) {
+  const std::vector<std::string>& classes = interpretation.classes;
   std::string html = "<table class=\"confusion\">\n<tr><th class=\"corner\">actual \\ predicted</th>";
   for (const std::string& name : classes) html += fmt::format("<th class=\"predicted\">{}</th>", escape(name));
   html += "</tr>\n";
   for (std::size_t a = 0; a < classes.size(); ++a) {
     html += fmt::format("<tr><th>{}</th>", escape(classes[a]));
     for (std::size_t p = 0; p < classes.size(); ++p) {
-      const double share = normalized.at(a).at(p).get<double>();
+      const double share = interpretation.confusion_matrix_normalized.at(a).at(p);
       // From white to the charts' blue (#1f77b4) as the share grows.
       const auto channel = [&](int full) { return static_cast<int>(std::lround(255 - (255 - full) * share)); };
       html += fmt::format(
           "<td style=\"background: rgb({},{},{}); color: {}\" title=\"{} of {} as {}\">{}</td>", channel(0x1f),
           channel(0x77), channel(0xb4), share > 0.5 ? "#fff" : "#222", fmt::format("{:.1f}%", 100 * share),
-          escape(classes[a]), escape(classes[p]), counts.at(a).at(p).get<std::int64_t>());
+          escape(classes[a]), escape(classes[p]), interpretation.confusion_matrix.at(a).at(p));
     }
     html += "</tr>\n";
   }
   return html + "</table>\n";
 }
 
-std::string per_class_table(const json& interpretation) {
+std::string per_class_table(const ClassificationInterpretation& interpretation) {
   std::string html =
       "<table class=\"per-class\">\n<tr><th>class</th><th>precision</th><th>recall</th><th>F1</th>"
       "<th>support</th></tr>\n";
-  for (const json& c : interpretation.at("per_class")) {
-    html += fmt::format("<tr><th>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                        escape(c.at("class").get<std::string>()), number_text(c.at("precision")),
-                        number_text(c.at("recall")), number_text(c.at("f1")), c.at("support").get<std::int64_t>());
+  for (const ClassScores& c : interpretation.per_class) {
+    html += fmt::format("<tr><th>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", escape(c.name),
+                        metric_cell(c.precision), metric_cell(c.recall), metric_cell(c.f1), c.support);
   }
   return html + "</table>\n";
 }
 
 // The pairs the model confuses most, up to `limit`.
-std::string most_confused_table(const json& interpretation, std::size_t limit) {
-  const json& pairs = interpretation.at("most_confused");
+std::string most_confused_table(const ClassificationInterpretation& interpretation, std::size_t limit) {
+  const std::vector<ConfusedPair>& pairs = interpretation.most_confused;
   if (pairs.empty()) return "<p>No validation sample was misclassified.</p>\n";
   std::string html = "<table class=\"most-confused\">\n<tr><th>actual</th><th>predicted as</th><th>samples</th></tr>\n";
   for (std::size_t i = 0; i < std::min(limit, pairs.size()); ++i) {
-    html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                        escape(pairs[i].at("actual").get<std::string>()),
-                        escape(pairs[i].at("predicted").get<std::string>()), pairs[i].at("count").get<std::int64_t>());
+    html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n", escape(pairs[i].actual),
+                        escape(pairs[i].predicted), pairs[i].count);
   }
   return html + "</table>\n";
 }
 
 // The samples with the highest loss: a grid of thumbnails for images, a table otherwise.
-std::string top_losses_section(const json& interpretation) {
-  const json& top = interpretation.at("top_losses");
+std::string top_losses_section(const ClassificationInterpretation& interpretation) {
+  const std::vector<TopLoss>& top = interpretation.top_losses;
   if (top.empty()) return "";
   std::string html = fmt::format("<h3>The {} validation samples with the highest loss</h3>\n", top.size());
-  const bool images = std::any_of(top.begin(), top.end(), [](const json& t) { return t.contains("thumbnail"); });
+  const bool images =
+      std::any_of(top.begin(), top.end(), [](const TopLoss& t) { return !t.thumbnail.empty(); });
   if (!images) {
     html += "<table class=\"top-losses\">\n<tr><th>sample</th><th>predicted</th><th>actual</th><th>loss</th></tr>\n";
-    for (const json& t : top) {
-      html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                          escape(t.at("sample").get<std::string>()), escape(t.at("predicted").get<std::string>()),
-                          escape(t.at("actual").get<std::string>()), number_text(t.at("loss"), "{:.3f}"));
+    for (const TopLoss& t : top) {
+      html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", escape(t.sample),
+                          escape(t.predicted), escape(t.actual), loss_text(t.loss));
     }
     return html + "</table>\n";
   }
   html += "<div class=\"top-losses\">\n";
-  for (const json& t : top) {
-    const std::string sample = t.at("sample").get<std::string>();
+  for (const TopLoss& t : top) {
     html += fmt::format(
         "<figure><img src=\"{}\" alt=\"{}\"/><figcaption>{} / {}<br/>loss {}<br/><span class=\"file\">{}</span>"
         "</figcaption></figure>\n",
-        escape(t.value("thumbnail", "")), escape(sample), escape(t.at("predicted").get<std::string>()),
-        escape(t.at("actual").get<std::string>()), number_text(t.at("loss"), "{:.3f}"), escape(sample));
+        escape(t.thumbnail), escape(t.sample), escape(t.predicted), escape(t.actual), loss_text(t.loss),
+        escape(t.sample));
   }
   return html + "</div>\n<p class=\"note\">Each: predicted / actual class, the loss, and the file.</p>\n";
 }
 
-// What the model gets wrong (interpretation.json): the matrix, the per-class scores, the most confused pairs
-// and the top losses; for a regression predicted against actual and the residuals.
-std::string interpretation_section(const json& interpretation) {
-  std::string html = "<h2>What the model gets wrong</h2>\n";
-  const std::string task = interpretation.value("task", "");
-  html += fmt::format("<p class=\"shares\">The final validation (epoch {}, step {}), all {} samples of every rank's share.</p>\n",
-                      interpretation.value("epoch", 0), interpretation.value("step", 0),
-                      interpretation.value("samples", 0));
-  if (task == "regression") {
-    std::vector<Point> predicted_actual, residuals;
-    for (const json& p : interpretation.at("points")) {
-      const auto number = [](const json& v) { return v.is_number() ? v.get<double>() : NAN; };
-      predicted_actual.push_back({number(p.at("actual")), number(p.at("predicted"))});
-      residuals.push_back({number(p.at("predicted")), number(p.at("residual"))});
-    }
-    html += "<div class=\"charts\">\n";
-    html += scatter_chart("Predicted against actual", "actual", "predicted", predicted_actual, 1, 0);
-    html += scatter_chart("Residuals (actual - predicted)", "predicted", "residual", residuals, 0, 0);
-    return html + "</div>\n";
+// Predicted against actual and the residuals.
+std::string task_section(const RegressionInterpretation& interpretation) {
+  std::vector<Point> predicted_actual, residuals;
+  for (const RegressedSample& p : interpretation.points) {
+    predicted_actual.push_back({p.actual, p.predicted});
+    residuals.push_back({p.predicted, p.actual - p.predicted});
   }
-  html += "<div class=\"interpretation\">\n<div>\n<h3>Confusion matrix</h3>\n" + confusion_table(interpretation) +
-          "<p class=\"note\">Rows: the actual class; shade: the row's share.</p>\n</div>\n";
-  html += "<div>\n<h3>Per class</h3>\n" + per_class_table(interpretation) + "</div>\n";
-  html += "<div>\n<h3>Most confused</h3>\n" + most_confused_table(interpretation, 10) + "</div>\n</div>\n";
-  return html + top_losses_section(interpretation);
+  return "<div class=\"charts\">\n" +
+         scatter_chart("Predicted against actual", "actual", "predicted", predicted_actual, 1, 0) +
+         scatter_chart("Residuals (actual - predicted)", "predicted", "residual", residuals, 0, 0) +
+         "</div>\n";
+}
+
+// The matrix, the per-class scores, the most confused pairs and the top losses.
+std::string task_section(const ClassificationInterpretation& interpretation) {
+  return "<div class=\"interpretation\">\n<div>\n<h3>Confusion matrix</h3>\n" +
+         confusion_table(interpretation) +
+         "<p class=\"note\">Rows: the actual class; shade: the row's share.</p>\n</div>\n" +
+         "<div>\n<h3>Per class</h3>\n" + per_class_table(interpretation) + "</div>\n" +
+         "<div>\n<h3>Most confused</h3>\n" + most_confused_table(interpretation, 10) + "</div>\n</div>\n" +
+         top_losses_section(interpretation);
+}
+
+// What the model gets wrong (train/interpretation.h).
+std::string interpretation_section(const Interpretation& interpretation) {
+  return fmt::format(
+             "<h2>What the model gets wrong</h2>\n<p class=\"shares\">The final validation (epoch {}, step "
+             "{}), all {} samples of every rank's share.</p>\n",
+             interpretation.at.epoch, interpretation.at.step, interpretation.samples) +
+         std::visit([](const auto& task) { return task_section(task); }, interpretation.task);
 }
 
 constexpr const char* kStyle = R"(
@@ -629,7 +630,7 @@ std::string render_report(const ReportInput& input) {
   html += "</div>\n";
   const std::string shares = step_time_shares(input.steps);
   if (!shares.empty()) html += fmt::format("<p class=\"shares\">{}</p>\n", escape(shares));
-  if (input.interpretation && !input.interpretation->is_null()) html += interpretation_section(*input.interpretation);
+  if (input.interpretation) html += interpretation_section(*input.interpretation);
   html += "<h2>Epochs</h2>\n" + epoch_table(input, metrics);
   html += "<h2>Run</h2>\n" + summary_table(input);
   html += fmt::format("<h2>Resolved spec</h2>\n<pre>{}</pre>\n</body>\n</html>\n",

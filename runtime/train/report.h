@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "train/interpretation.h"
 #include "train/metrics.h"
 
 namespace tp::train {
@@ -19,8 +20,8 @@ struct ReportInput {
   std::int64_t total_epochs = 0;
   std::int64_t top_k = 0;
   bool finished = false;
-  // interpretation.json's content once the last epoch wrote it (train/interpretation.h); none: null or nullptr.
-  const nlohmann::json* interpretation = nullptr;
+  // What the model gets wrong, once the last epoch interpreted it; none: nullptr.
+  const Interpretation* interpretation = nullptr;
 };
 
 // The page as a string; it is also well-formed XML, so tests can parse it.

@@ -252,6 +252,7 @@ class Fit {
   }
   // The sinks' files, once what was recorded so far is written (or the wait ran out).
   void publish_sinks();
+  const Interpretation* interpretation() const { return interpretation_ ? &*interpretation_ : nullptr; }
 
   torch::jit::Module& model_;
   const data::Datasets& data_;
@@ -283,7 +284,7 @@ class Fit {
   std::optional<dist::GradientSynchronizer> synchronizer_;
   std::optional<bool> body_frozen_;
   std::unique_ptr<MetricsLog> metrics_;  // rank 0
-  nlohmann::json interpretation_;  // rank 0, after the last epoch: interpretation.json
+  std::optional<Interpretation> interpretation_;  // rank 0, after the last epoch: interpretation.json's
   std::unique_ptr<telemetry::Sinks> sinks_;  // rank 0: the records' other destinations (log.tensorboard)
   bool sinks_behind_warned_ = false;
   bool finished_ = false;  // the sinks were told the run finished
@@ -660,11 +661,11 @@ void Fit::end_epoch(const TrainedEpoch& epoch) {
     for (auto& value : per_class_values(interpretation_)) values.push_back(std::move(value));
     sinks_->scalars(m.step, values);
     sinks_->flush();
-    if (interpreted) write_interpretation(output_dir_ / "interpretation.json", interpretation_);
+    if (interpreted) write_interpretation(output_dir_ / "interpretation.json", *interpretation_);
     const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
     write_report(output_dir_ / "report.html", {run_record(facts_, m, bad_files, elapsed), metrics_->steps(),
                                                metrics_->epochs(), spec_.train.epochs, top_k_, false,
-                                               &interpretation_});
+                                               interpretation()});
   }
   // After the metrics: a checkpoint never runs ahead of the records a resumed run keeps.
   const std::optional<double> checkpoint_seconds = save_epoch_checkpoint();
@@ -704,7 +705,8 @@ FitResult Fit::finish() {
     if (!metrics_->epochs().empty()) result_.last = metrics_->epochs().back();
     const nlohmann::json record = run_record(facts_, result_.last, bad_files, seconds);
     write_report(output_dir_ / "report.html",
-                 {record, metrics_->steps(), metrics_->epochs(), spec_.train.epochs, top_k_, true, &interpretation_});
+                 {record, metrics_->steps(), metrics_->epochs(), spec_.train.epochs, top_k_, true,
+                  interpretation()});
     write_model(model_, output_dir_);
     write_run_json(output_dir_, record);
     result_.model_file = output_dir_ / "model.pt";
@@ -712,7 +714,7 @@ FitResult Fit::finish() {
     publish(result_.model_file);
     publish(output_dir_ / "run.json");
     for (const char* artifact : {"model.pt", "report.html", "metrics.jsonl"}) sinks_->artifact(output_dir_ / artifact);
-    if (!interpretation_.is_null()) sinks_->artifact(output_dir_ / "interpretation.json");
+    if (interpretation_) sinks_->artifact(output_dir_ / "interpretation.json");
     sinks_->run_ended(telemetry::RunEnd::finished);
     finished_ = true;
     publish_sinks();

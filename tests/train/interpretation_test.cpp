@@ -10,10 +10,13 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <variant>
 
 #include "common/base64.h"
 #include "data/dataset.h"
@@ -283,34 +286,100 @@ TEST(Interpretation, ScoresTiesAndPackingFollowTheirDefinitions) {
   const std::vector<ClassifiedSample> samples = {
       {"b.png", 0, 0, 0.1, ""}, {"a.png", 0, 1, 2.0, "jpeg"}, {"c.png", 1, 1, 0.2, ""},
       {"d.png", 2, 1, 2.0, ""}, {"e.png", 2, 0, 1.5, ""}};
-  const std::vector<ClassifiedSample> unpacked = unpack_classified({pack(samples), pack(std::vector<ClassifiedSample>{})});
+  const std::vector<ClassifiedSample> unpacked =
+      unpack_classified({pack(samples), pack(std::vector<ClassifiedSample>{})});
   ASSERT_EQ(unpacked.size(), samples.size());
   EXPECT_EQ(unpacked[1].thumbnail, "jpeg");
   EXPECT_EQ(unpacked[3].name, "d.png");
-  const json result = interpret_classification(unpacked, {"x", "y", "z"}, 3, {2, 10});
-  EXPECT_EQ(result["confusion_matrix"], json::parse("[[1,1,0],[0,1,0],[1,1,0]]"));
-  EXPECT_EQ(result["per_class"][2]["precision"], 0.0) << "z is never predicted";
-  EXPECT_EQ(result["per_class"][2]["f1"], 0.0);
-  EXPECT_DOUBLE_EQ(result["per_class"][1]["precision"].get<double>(), 1.0 / 3);
-  EXPECT_DOUBLE_EQ(result["per_class"][0]["f1"].get<double>(), 0.5);
-  EXPECT_EQ(result["top_losses"][0]["sample"], "a.png") << "equal losses by name";
-  EXPECT_EQ(result["top_losses"][1]["sample"], "d.png");
-  EXPECT_EQ(result["top_losses"][2]["sample"], "e.png");
-  EXPECT_EQ(result["top_losses"][0]["thumbnail"], "data:image/jpeg;base64," + base64("jpeg"));
-  EXPECT_FALSE(result["top_losses"][1].contains("thumbnail"));
-  EXPECT_EQ(result["most_confused"].size(), 3u);
-  EXPECT_EQ(result["predictions"][0]["sample"], "a.png") << "sorted by name";
+  const std::optional<Interpretation> result =
+      interpret_classification(unpacked, {"x", "y", "z"}, 3, {2, 10});
+  const auto& classification = std::get<ClassificationInterpretation>(result->task);
+  EXPECT_EQ(classification.confusion_matrix,
+            (std::vector<std::vector<std::int64_t>>{{1, 1, 0}, {0, 1, 0}, {1, 1, 0}}));
+  EXPECT_EQ(classification.per_class[2].precision, 0.0) << "z is never predicted";
+  EXPECT_EQ(classification.per_class[2].f1, 0.0);
+  EXPECT_DOUBLE_EQ(classification.per_class[1].precision, 1.0 / 3);
+  EXPECT_DOUBLE_EQ(classification.per_class[0].f1, 0.5);
+  EXPECT_EQ(classification.top_losses[0].sample, "a.png") << "equal losses by name";
+  EXPECT_EQ(classification.top_losses[1].sample, "d.png");
+  EXPECT_EQ(classification.top_losses[2].sample, "e.png");
+  EXPECT_EQ(classification.top_losses[0].thumbnail, "data:image/jpeg;base64," + base64("jpeg"));
+  EXPECT_TRUE(classification.top_losses[1].thumbnail.empty());
+  EXPECT_FALSE(to_json(*result)["top_losses"][1].contains("thumbnail"));
+  EXPECT_EQ(classification.most_confused.size(), 3u);
+  EXPECT_EQ(classification.predictions[0].name, "a.png") << "sorted by name";
   EXPECT_EQ(per_class_values(result).size(), 9u);
   EXPECT_EQ(per_class_values(result)[0].first, "interpretation/precision/x");
+  EXPECT_EQ(per_class_scores(result)["z"]["support"], 2);
 
   std::vector<RegressedSample> many;
   for (int i = 0; i < 5000; ++i) many.push_back({fmt::format("{:05d}", i), i * 1.0, i * 1.0 + 1});
-  const json regression = interpret_regression(unpack_regressed({pack(many)}), 2000, {1, 1});
-  EXPECT_EQ(regression["samples"], 5000);
-  ASSERT_EQ(regression["points"].size(), 2000u);
-  EXPECT_EQ(regression["points"][1]["sample"], "00002") << "evenly spread";
-  EXPECT_DOUBLE_EQ(regression["mae"].get<double>(), 1.0);
+  const std::optional<Interpretation> regression =
+      interpret_regression(unpack_regressed({pack(many)}), 2000, {1, 1});
+  EXPECT_EQ(regression->samples, 5000u);
+  const auto& regressed = std::get<RegressionInterpretation>(regression->task);
+  ASSERT_EQ(regressed.points.size(), 2000u);
+  EXPECT_EQ(regressed.points[1].name, "00002") << "evenly spread";
+  EXPECT_DOUBLE_EQ(regressed.mae, 1.0);
   EXPECT_TRUE(per_class_scores(regression).is_null());
+  EXPECT_TRUE(per_class_values(regression).empty());
+  EXPECT_TRUE(per_class_scores(std::nullopt).is_null());
+}
+
+// A class name goes into the sinks' names as it is: the MLflow sink makes it a name MLflow takes.
+TEST(Interpretation, PerClassValuesNameTheClassAsItIs) {
+  const std::optional<Interpretation> result =
+      interpret_classification({{"a.png", 0, 1, 1.0, ""}, {"b.png", 1, 1, 0.5, ""}}, {"ä+b", "c"}, 1, {1, 1});
+  EXPECT_EQ(per_class_values(result)[0].first, "interpretation/precision/ä+b");
+  EXPECT_EQ(per_class_scores(result)["ä+b"]["recall"], 0.0);
+}
+
+// interpretation.json's fields are those docs/training.md's table lists, with the values they had when
+// interpret_* built the JSON by key.
+TEST(Interpretation, JsonHasTheDocumentedFields) {
+  const auto keys = [](const json& object) {
+    std::set<std::string> names;
+    for (const auto& [key, value] : object.items()) names.insert(key);
+    return names;
+  };
+  const std::vector<ClassifiedSample> samples = {
+      {"b.png", 0, 0, NAN, ""}, {"a.png", 0, 1, 2.0, "jpeg"}, {"c.png", 1, 1, 0.2, ""}};
+  const json classification = to_json(interpret_classification(samples, {"x", "y"}, 1, {3, 12}));
+  EXPECT_EQ(keys(classification),
+            (std::set<std::string>{"task", "epoch", "step", "samples", "accuracy", "classes",
+                                   "confusion_matrix", "confusion_matrix_normalized", "per_class",
+                                   "most_confused", "top_losses", "predictions"}));
+  EXPECT_EQ(classification["task"], "classification");
+  EXPECT_EQ(classification["epoch"], 3);
+  EXPECT_EQ(classification["step"], 12);
+  EXPECT_EQ(classification["samples"], 3);
+  EXPECT_DOUBLE_EQ(classification["accuracy"].get<double>(), 2.0 / 3);
+  EXPECT_EQ(classification["classes"], json::array({"x", "y"}));
+  EXPECT_EQ(classification["confusion_matrix"], json::parse("[[1,1],[0,1]]"));
+  EXPECT_EQ(classification["confusion_matrix_normalized"], json::parse("[[0.5,0.5],[0.0,1.0]]"));
+  EXPECT_EQ(keys(classification["per_class"][0]),
+            (std::set<std::string>{"class", "precision", "recall", "f1", "support"}));
+  EXPECT_EQ(classification["per_class"][1]["class"], "y");
+  EXPECT_EQ(classification["per_class"][1]["support"], 1);
+  EXPECT_EQ(classification["most_confused"], json::parse(R"([{"actual":"x","predicted":"y","count":1}])"));
+  EXPECT_EQ(classification["top_losses"],
+            json::parse(R"([{"sample":"a.png","actual":"x","predicted":"y","loss":2.0,)"
+                        R"("thumbnail":"data:image/jpeg;base64,)" + base64("jpeg") + "\"}]"));
+  EXPECT_EQ(classification["predictions"][0],
+            json::parse(R"({"sample":"a.png","actual":0,"predicted":1,"loss":2.0})"));
+  EXPECT_TRUE(classification["predictions"][1]["loss"].is_null()) << "a NaN loss";
+
+  const json regression = to_json(interpret_regression({{"r:2", 1.0, 3.0}, {"r:1", 2.0, 2.0}}, 10, {1, 5}));
+  EXPECT_EQ(keys(regression),
+            (std::set<std::string>{"task", "epoch", "step", "samples", "mae", "rmse", "points"}));
+  EXPECT_EQ(regression["task"], "regression");
+  EXPECT_EQ(regression["samples"], 2);
+  EXPECT_DOUBLE_EQ(regression["mae"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(regression["rmse"].get<double>(), std::sqrt(2.0));
+  EXPECT_EQ(regression["points"][0],
+            json::parse(R"({"sample":"r:1","actual":2.0,"predicted":2.0,"residual":0.0})"));
+  EXPECT_EQ(regression["points"][1]["residual"], -2.0);
+  EXPECT_TRUE(to_json(interpret_regression({}, 10, {1, 5}))["mae"].is_null()) << "no samples";
 }
 
 }  // namespace
