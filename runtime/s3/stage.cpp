@@ -132,6 +132,110 @@ void remove_stale_temporaries(const fs::path& root) {
   }
 }
 
+// The destination, created, as an absolute path.
+fs::path create_destination(const fs::path& destination) {
+  std::error_code error;
+  fs::create_directories(destination, error);
+  if (error) fail(ExitCode::output, "cannot create {}: {}", destination.string(), error.message());
+  return fs::absolute(destination);
+}
+
+// Which objects a rank returns, and which its node stages (the union of its ranks' shares).
+struct NodeShare {
+  std::vector<std::size_t> mine;
+  std::set<std::size_t> node;
+};
+
+NodeShare node_share(const StageRequest& request, const std::vector<ObjectInfo>& objects) {
+  NodeShare share;
+  if (request.sharding == Sharding::all) {
+    for (std::size_t i = 0; i < objects.size(); ++i) share.mine.push_back(i);
+    share.node.insert(share.mine.begin(), share.mine.end());
+    return share;
+  }
+  const auto shares = shard_by_bytes(objects, request.world_size);
+  share.mine = shares[static_cast<std::size_t>(request.rank)];
+  const int first = request.rank - request.local_rank;
+  for (int rank = std::max(0, first); rank < std::min(request.world_size, first + request.local_world_size);
+       ++rank) {
+    share.node.insert(shares[static_cast<std::size_t>(rank)].begin(),
+                      shares[static_cast<std::size_t>(rank)].end());
+  }
+  share.node.insert(share.mine.begin(), share.mine.end());
+  return share;
+}
+
+// Brings objects of a listing into the destination root: those not already in place are downloaded and,
+// with a journal, each is recorded once it lands.
+class NodeStaging {
+ public:
+  // `relative_paths[i]`: where object i lands under `root`.
+  NodeStaging(Client& client, std::string bucket, const SourceListing& listing,
+              std::vector<fs::path> relative_paths, fs::path root, CacheJournal* journal)
+      : client_(client),
+        bucket_(std::move(bucket)),
+        listing_(listing),
+        relative_paths_(std::move(relative_paths)),
+        root_(std::move(root)),
+        journal_(journal) {}
+  const fs::path& relative_path(std::size_t index) const { return relative_paths_[index]; }
+
+  // Fetches the objects of `indices` that are not in place; the staged data's root and counts.
+  StagedData fetch(const std::set<std::size_t>& indices) {
+    StagedData staged;
+    staged.root = root_;
+    std::vector<DownloadItem> downloads;
+    std::map<std::string, std::size_t> index_of_key;
+    std::uint64_t download_bytes = 0;
+    for (const std::size_t index : indices) {
+      const ObjectInfo& object = listing_.objects[index];
+      if (in_place(index)) {
+        ++staged.cached;
+        continue;
+      }
+      downloads.push_back({object, root_ / relative_paths_[index]});
+      index_of_key[object.key] = index;
+      download_bytes += object.size;
+    }
+    spdlog::info("s3: staging {} objects ({} bytes) from s3://{}/{} into {}; {} already cached",
+                 downloads.size(), download_bytes, bucket_, listing_.prefix, root_.string(), staged.cached);
+    if (!downloads.empty()) download(downloads, index_of_key);
+    staged.downloaded = downloads.size();
+    return staged;
+  }
+
+ private:
+  CacheEntry entry_for(const ObjectInfo& object) const {
+    return CacheEntry{client_.connection().endpoint, bucket_, object.key, object.etag, object.size};
+  }
+
+  bool in_place(std::size_t index) const {
+    const ObjectInfo& object = listing_.objects[index];
+    if (journal_ != nullptr) return journal_->holds(relative_paths_[index], entry_for(object));
+    const fs::path file = root_ / relative_paths_[index];
+    return has_size(file, object.size) && (!etag_is_md5(object.etag) || file_md5_hex(file) == object.etag);
+  }
+
+  void download(const std::vector<DownloadItem>& downloads,
+                const std::map<std::string, std::size_t>& index_of_key) {
+    log::Progress progress("s3 staging", downloads.size(), "objects");
+    client_.download(bucket_, downloads, [&](const DownloadItem& item) {
+      const std::size_t index = index_of_key.at(item.object.key);
+      if (journal_ != nullptr) journal_->record(relative_paths_[index], entry_for(item.object));
+      progress.advance();
+    });
+    progress.finish();
+    if (journal_ != nullptr) journal_->compact();
+  }
+
+  Client& client_;
+  const std::string bucket_;
+  const SourceListing& listing_;
+  const std::vector<fs::path> relative_paths_;
+  const fs::path root_;
+  CacheJournal* journal_;  // none: files are checked by their size and MD5 ETag
+};
+
 }  // namespace
 
 SourceListing list_source(Client& client, const std::string& source) {
@@ -148,7 +252,8 @@ SourceListing list_source(Client& client, const std::string& source) {
       listing.prefix = url.key.substr(0, url.key.rfind('/') + 1);
     }
   }
-  if (listing.objects.empty()) fail(ExitCode::data, "no objects under {} at {}", source, client.connection().endpoint);
+  if (listing.objects.empty())
+    fail(ExitCode::data, "no objects under {} at {}", source, client.connection().endpoint);
   for (const auto& object : listing.objects) listing.bytes += object.size;
   return listing;
 }
@@ -158,85 +263,28 @@ StagedData stage(const StageRequest& request) {
   if (request.world_size < 1 || request.rank < 0 || request.rank >= request.world_size) {
     fail(ExitCode::usage, "rank {} is not in a world of {}", request.rank, request.world_size);
   }
-  std::error_code error;
-  fs::create_directories(request.destination, error);
-  if (error) fail(ExitCode::output, "cannot create {}: {}", request.destination.string(), error.message());
-  const fs::path root = fs::absolute(request.destination);
+  const fs::path root = create_destination(request.destination);
   const bool journaled = request.reuse == Reuse::journal;
   std::optional<DestinationLock> lock;
   if (journaled) lock.emplace(root);
   Client client(resolve_connection(request.connection), request.transfer);
-
-  SourceListing listing = list_source(client, request.source);
-  std::vector<ObjectInfo>& objects = listing.objects;
-  const std::string& prefix = listing.prefix;
-
+  const SourceListing listing = list_source(client, request.source);
   std::vector<fs::path> relative_paths;
-  relative_paths.reserve(objects.size());
-  for (const auto& object : objects) relative_paths.push_back(local_path_for_key(object.key, prefix));
-
-  // Which objects this rank returns, and which the node stages (the union of its ranks' shares).
-  std::vector<std::size_t> mine;
-  std::set<std::size_t> node_objects;
-  if (request.sharding == Sharding::shard) {
-    const auto shares = shard_by_bytes(objects, request.world_size);
-    mine = shares[static_cast<std::size_t>(request.rank)];
-    const int first = request.rank - request.local_rank;
-    for (int rank = std::max(0, first); rank < std::min(request.world_size, first + request.local_world_size);
-         ++rank) {
-      node_objects.insert(shares[static_cast<std::size_t>(rank)].begin(),
-                          shares[static_cast<std::size_t>(rank)].end());
-    }
-    node_objects.insert(mine.begin(), mine.end());
-  } else {
-    for (std::size_t i = 0; i < objects.size(); ++i) mine.push_back(i);
-    node_objects.insert(mine.begin(), mine.end());
-  }
+  relative_paths.reserve(listing.objects.size());
+  for (const auto& object : listing.objects)
+    relative_paths.push_back(local_path_for_key(object.key, listing.prefix));
+  const NodeShare share = node_share(request, listing.objects);
 
   remove_stale_temporaries(root);
   std::optional<CacheJournal> journal;
   if (journaled) journal.emplace(root);
-  auto entry_for = [&](const ObjectInfo& object) {
-    return CacheEntry{client.connection().endpoint, source.bucket, object.key, object.etag, object.size};
-  };
-  auto in_place = [&](std::size_t index) {
-    if (journal) return journal->holds(relative_paths[index], entry_for(objects[index]));
-    const fs::path file = root / relative_paths[index];
-    return has_size(file, objects[index].size) &&
-           (!etag_is_md5(objects[index].etag) || file_md5_hex(file) == objects[index].etag);
-  };
-  std::vector<DownloadItem> downloads;
-  std::map<std::string, std::size_t> index_of_key;
-  std::uint64_t download_bytes = 0;
-  StagedData staged;
-  staged.root = root;
-  for (const std::size_t index : node_objects) {
-    if (in_place(index)) {
-      ++staged.cached;
-      continue;
-    }
-    downloads.push_back({objects[index], root / relative_paths[index]});
-    index_of_key[objects[index].key] = index;
-    download_bytes += objects[index].size;
-  }
-  spdlog::info("s3: staging {} objects ({} bytes) from s3://{}/{} into {}; {} already cached",
-               downloads.size(), download_bytes, source.bucket, prefix, root.string(), staged.cached);
-
-  if (!downloads.empty()) {
-    log::Progress progress("s3 staging", downloads.size(), "objects");
-    client.download(source.bucket, downloads, [&](const DownloadItem& item) {
-      const std::size_t index = index_of_key.at(item.object.key);
-      if (journal) journal->record(relative_paths[index], entry_for(item.object));
-      progress.advance();
-    });
-    progress.finish();
-    if (journal) journal->compact();
-  }
-  staged.downloaded = downloads.size();
-  for (const std::size_t index : mine) {
-    staged.objects.push_back(
-        {objects[index].key, relative_paths[index], objects[index].size, objects[index].etag});
-    staged.bytes += objects[index].size;
+  NodeStaging staging(client, source.bucket, listing, std::move(relative_paths), root,
+                      journal ? &*journal : nullptr);
+  StagedData staged = staging.fetch(share.node);
+  for (const std::size_t index : share.mine) {
+    const ObjectInfo& object = listing.objects[index];
+    staged.objects.push_back({object.key, staging.relative_path(index), object.size, object.etag});
+    staged.bytes += object.size;
   }
   return staged;
 }

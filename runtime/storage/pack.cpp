@@ -105,21 +105,21 @@ class S3Destination final : public Destination {
   S3Destination(const std::string& url, const s3::ConnectionOptions& connection, fs::path workdir)
       : url_(s3::parse_s3_url(url)),
         prefix_(s3::directory_prefix(url_.key)),
-        connection_(s3::resolve_connection(connection)),
+        client_(std::make_unique<s3::Client>(s3::resolve_connection(connection))),
         workdir_(std::move(workdir)) {
     fs::create_directories(workdir_);
   }
   std::map<std::string, std::uint64_t> existing() const override {
     std::map<std::string, std::uint64_t> files;
-    for (const auto& object : client().list(url_.bucket, prefix_).objects) files[object.key.substr(prefix_.size())] = object.size;
+    for (const auto& object : client_->list(url_.bucket, prefix_).objects)
+      files[object.key.substr(prefix_.size())] = object.size;
     return files;
   }
   std::string read_text(const std::string& name) const override {
     const fs::path local = workdir_ / ("read-" + fs::path(name).filename().string());
-    s3::Client& c = client();
-    const auto object = c.head(url_.bucket, prefix_ + name);
+    const auto object = client_->head(url_.bucket, prefix_ + name);
     if (!object) fail(ExitCode::output, "{}: not found", describe(name));
-    c.download(url_.bucket, {{*object, local}});
+    client_->download(url_.bucket, {{*object, local}});
     std::string text = read_file(local, ExitCode::output);
     fs::remove(local);
     return text;
@@ -131,25 +131,18 @@ class S3Destination final : public Destination {
   }
   fs::path temporary_for(const std::string& name) const override { return temporary_sibling(workdir_ / name); }
   void put(const fs::path& temporary, const std::string& name) const override {
-    client().upload(url_.bucket, {{temporary, prefix_ + name}});
+    client_->upload(url_.bucket, {{temporary, prefix_ + name}});
     std::error_code ignored;
     fs::remove(temporary, ignored);
   }
-  void remove(const std::string& name) const override { client().remove(url_.bucket, prefix_ + name); }
+  void remove(const std::string& name) const override { client_->remove(url_.bucket, prefix_ + name); }
   std::string describe(const std::string& name) const override { return "s3://" + url_.bucket + "/" + prefix_ + name; }
 
  private:
-  // One client per thread: the workers upload at once.
-  s3::Client& client() const {
-    thread_local std::map<const S3Destination*, std::unique_ptr<s3::Client>> clients;
-    auto& client = clients[this];
-    if (!client) client = std::make_unique<s3::Client>(connection_);
-    return *client;
-  }
-
   s3::S3Url url_;
   std::string prefix_;
-  s3::Connection connection_;
+  // Shared by the workers, which upload at once: a Client's calls may overlap (s3/client.h).
+  std::unique_ptr<s3::Client> client_;
   fs::path workdir_;
 };
 
