@@ -3,13 +3,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <cxxopts.hpp>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -20,7 +17,6 @@
 #include <set>
 #include <thread>
 
-#include "common/cpu.h"
 #include "common/crc32c.h"
 #include "common/digest.h"
 #include "common/error.h"
@@ -396,91 +392,6 @@ PackResult pack(const PackRequest& request) {
                static_cast<double>(index.train.bytes() + index.valid.bytes()) / (1 << 20), seconds, result.written,
                result.kept);
   return result;
-}
-
-int run_pack_command(const std::vector<std::string>& args) {
-  const std::string program = "trainpoint pack";
-  cxxopts::Options options(program, "Packs an image_folder or image_csv source (a local path or s3://bucket/prefix) "
-                                    "into tar shards and index.json at DEST (a local directory or s3://bucket/prefix), "
-                                    "for data.format = \"shards\" (docs/s3.md, \"Packed shards\")");
-  options.add_options()("source", "SRC", cxxopts::value<std::string>())("destination", "DEST", cxxopts::value<std::string>())(
-      "format", "image_folder or image_csv", cxxopts::value<std::string>()->default_value("image_folder"))(
-      "target", "image_csv: the label column", cxxopts::value<std::string>()->default_value("label"))(
-      "task", "classification or regression", cxxopts::value<std::string>()->default_value("classification"))(
-      "valid", "the share held out for validation, as data.valid (a source with train/ and valid/ folders is split "
-               "by them)", cxxopts::value<double>()->default_value("0.2"))(
-      "valid-source", "separate validation data, as data.valid_source", cxxopts::value<std::string>())(
-      "shard-size-mb", "the size shards are cut at", cxxopts::value<double>()->default_value("256"))(
-      "seed", "the order of the samples in the shards, and the validation split (job.seed gives the same split)",
-      cxxopts::value<std::uint64_t>()->default_value("42"))(
-      "workers", "shards written at once (default: the CPUs usable)", cxxopts::value<int>())(
-      "endpoint", "the S3 endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, S3_ENDPOINT_URL, MINIO_URL)",
-      cxxopts::value<std::string>())(
-      "credentials", "an S3 credentials file (default: the chain of docs/s3.md)", cxxopts::value<std::string>())(
-      "workdir", "temporary files (an s3:// source staged, shards before their upload)",
-      cxxopts::value<std::string>())("h,help", "this help");
-  options.parse_positional({"source", "destination"});
-  options.positional_help("SRC DEST");
-  options.set_width(110);
-  std::vector<const char*> argv{program.c_str()};
-  for (const auto& arg : args) argv.push_back(arg.c_str());
-  cxxopts::ParseResult parsed;
-  try {
-    parsed = options.parse(static_cast<int>(argv.size()), argv.data());
-  } catch (const cxxopts::exceptions::exception& error) {
-    fail(ExitCode::usage, "{} (see {} --help)", error.what(), program);
-  }
-  if (parsed.count("help")) {
-    fmt::print("{}", options.help());
-    return 0;
-  }
-  if (!parsed.count("source") || !parsed.count("destination")) {
-    fmt::print(stderr, "{}", options.help());
-    return static_cast<int>(ExitCode::usage);
-  }
-  PackRequest request;
-  request.destination = parsed["destination"].as<std::string>();
-  spec::DataSpec& data = request.data;
-  data.source = parsed["source"].as<std::string>();
-  const std::string format = parsed["format"].as<std::string>();
-  if (format == "image_folder") {
-    data.format = spec::DataFormat::image_folder;
-  } else if (format == "image_csv") {
-    data.format = spec::DataFormat::image_csv;
-  } else {
-    fail(ExitCode::usage, "--format {}: image_folder or image_csv", format);
-  }
-  const std::string task = parsed["task"].as<std::string>();
-  if (task == "classification") {
-    data.task = spec::Task::classification;
-  } else if (task == "regression") {
-    data.task = spec::Task::regression;
-  } else {
-    fail(ExitCode::usage, "--task {}: classification or regression", task);
-  }
-  data.target = parsed["target"].as<std::string>();
-  data.valid = parsed["valid"].as<double>();
-  if (data.valid < 0 || data.valid > 0.9) fail(ExitCode::usage, "--valid {}: 0 to 0.9", data.valid);
-  if (parsed.count("valid-source")) data.valid_source = parsed["valid-source"].as<std::string>();
-  if (parsed.count("endpoint")) data.endpoint = parsed["endpoint"].as<std::string>();
-  if (parsed.count("credentials")) data.credentials = parsed["credentials"].as<std::string>();
-  const double shard_mb = parsed["shard-size-mb"].as<double>();
-  if (!(shard_mb >= 0.0625 && shard_mb <= 1e6)) fail(ExitCode::usage, "--shard-size-mb {}: 0.0625 to 1000000", shard_mb);
-  request.shard_bytes = static_cast<std::uint64_t>(shard_mb * (1 << 20));
-  request.seed = parsed["seed"].as<std::uint64_t>();
-  request.workers = parsed.count("workers") ? parsed["workers"].as<int>() : usable_cores();
-  if (request.workers < 1) fail(ExitCode::usage, "--workers {}: at least 1", request.workers);
-  request.workdir = parsed.count("workdir") ? fs::path(parsed["workdir"].as<std::string>())
-                                            : fs::temp_directory_path() / fmt::format("trainpoint-pack-{}", ::getpid());
-  const bool own_workdir = !parsed.count("workdir");
-  try {
-    pack(request);
-  } catch (...) {
-    if (own_workdir) fs::remove_all(request.workdir);
-    throw;
-  }
-  if (own_workdir) fs::remove_all(request.workdir);
-  return 0;
 }
 
 }  // namespace tp::storage

@@ -37,7 +37,4 @@ struct PackResult {
 // Throws tp::Error: usage (bad request), data (the source), network/storage/output (writing).
 PackResult pack(const PackRequest& request);
 
-// `args` are the words after "pack". Returns the exit code; throws tp::Error on failure.
-int run_pack_command(const std::vector<std::string>& args);
-
 }  // namespace tp::storage
