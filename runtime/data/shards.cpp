@@ -3,7 +3,6 @@
 // (shard_store.h).
 #include "data/shards.h"
 
-#include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
 #include "common/error.h"
@@ -21,7 +20,8 @@ LabelledImages samples_of(const ShardSet& set, const ShardIndex& index, const fs
   LabelledImages images;
   images.root = directory;
   images.classes = index.classes;
-  std::vector<double> targets;
+  const bool classification = index.task == spec::name(spec::Task::classification);
+  images.kind = classification ? TargetKind::class_index : TargetKind::number;
   std::uint64_t sample = 0;
   images.files.reserve(set.samples());
   for (const ShardInfo& shard : set.shards) {
@@ -29,9 +29,8 @@ LabelledImages samples_of(const ShardSet& set, const ShardIndex& index, const fs
     for (std::uint64_t i = 0; i < shard.samples; ++i) {
       images.files.emplace_back(shard_folder + shard_sample_key(sample++));
     }
-    targets.insert(targets.end(), shard.targets.begin(), shard.targets.end());
+    images.targets.insert(images.targets.end(), shard.targets.begin(), shard.targets.end());
   }
-  images.targets = at::tensor(targets, at::kDouble).to(index.task == "classification" ? at::kLong : at::kFloat);
   return images;
 }
 
@@ -56,21 +55,6 @@ void check_shards_present(const ShardIndex& index, const fs::path& directory, co
 }
 
 }  // namespace
-
-std::pair<LabelledImages, LabelledImages> labelled_images(const spec::DataSpec& spec, const fs::path& root,
-                                                          std::uint64_t seed, const FileStore& store) {
-  switch (spec.format) {
-    case spec::DataFormat::image_folder:
-      return image_folder_split(spec, root, seed, store);
-    case spec::DataFormat::image_csv:
-      return image_csv_split(spec, root, seed);
-    case spec::DataFormat::table_csv:
-    case spec::DataFormat::shards:
-      fail(ExitCode::usage, "--format {}: packing takes image_folder or image_csv data (a table is read whole "
-           "into memory and gains nothing from shards)", spec::name(spec.format));
-  }
-  spec::unhandled(spec.format);
-}
 
 ShardIndex read_shard_index(const fs::path& directory, const FileStore& store) {
   const fs::path file = directory / kShardIndexFile;

@@ -22,7 +22,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/tasks.h"
-#include "data/shards.h"
+#include "data/labelled_images.h"
 #include "data/tar.h"
 #include "s3/client.h"
 #include "s3/paths.h"
@@ -175,13 +175,11 @@ std::vector<PlannedShard> plan_set(const data::LabelledImages& images, const std
   std::iota(order.begin(), order.end(), 0);
   std::mt19937_64 generator(seed * 1000003ULL + (set_name == "train" ? 1 : 2));
   std::shuffle(order.begin(), order.end(), generator);
-  const at::Tensor targets = images.targets.to(at::kDouble).contiguous();
-  const double* target = targets.data_ptr<double>();
   std::vector<PlannedShard> shards;
   std::uint64_t bytes = 0;
   std::uint64_t key = 0;
   for (const std::size_t i : order) {
-    PlannedSample sample{images.files[i], store.size(images.files[i]), target[i]};
+    PlannedSample sample{images.files[i], store.size(images.files[i]), images.targets[i]};
     const std::uint64_t size = sample_bytes(sample, classification);
     if (shards.empty() || (bytes + size + 2 * data::kTarBlock > shard_bytes && !shards.back().samples.empty())) {
       shards.push_back({fmt::format("{}-{:06d}.tar", set_name, shards.size()), key, {}});
