@@ -1,5 +1,7 @@
 #include "cli.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdlib>
 // --set values are whole TOML values such as data.augment=["flip","random_resized_crop"]: a repeated
 // option, never split at commas.
@@ -7,10 +9,12 @@
 #include <cxxopts.hpp>
 #include <sstream>
 
+#include "common/cpu.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "git/remote_url.h"
 #include "git/working_tree.h"
+#include "spec/spec.h"
 
 namespace tp::cli {
 namespace {
@@ -68,6 +72,10 @@ constexpr CommandText kCommands[] = {
      "Prints a Kubeflow PyTorchJob (or with --kind trainjob a Trainer v2 TrainJob) whose pods run\n"
      "trainpoint run for --repo at --ref with --spec. The spec is read and validated from the local working\n"
      "tree (--checkout); each flag below sets the k8s.* setting of the same name (docs/cli.md)."},
+    {Command::pack, "pack", "usage: trainpoint pack SRC DEST [options]",
+     "Packs an image_folder or image_csv source (a local path or s3://bucket/prefix) into tar shards and\n"
+     "index.json at DEST (a local directory or s3://bucket/prefix), for data.format = \"shards\"\n"
+     "(docs/s3.md, \"Packed shards\")."},
     {Command::spec_reference, "spec-reference", "usage: trainpoint spec-reference",
      "Prints the reference of every spec setting, its type, default and bounds (docs/spec.md)."},
     {Command::version, "version", "usage: trainpoint version    (or trainpoint --version)",
@@ -110,6 +118,30 @@ std::string absolute(const std::string& path) {
   fs::path normal = fs::absolute(path).lexically_normal();
   if (!normal.has_filename() && normal.has_relative_path()) normal = normal.parent_path();  // "/a/b/" -> "/a/b"
   return normal.string();
+}
+
+// `trainpoint pack`'s options: SRC and DEST, and what a spec's [data] would say of the source.
+void add_pack_options(cxxopts::Options& parser, std::vector<std::string>& groups) {
+  parser.add_options()("source", "SRC", cxxopts::value<std::string>())
+      ("destination", "DEST", cxxopts::value<std::string>());
+  groups.push_back("pack");
+  parser.add_options("pack")
+      ("format", "image_folder or image_csv", cxxopts::value<std::string>()->default_value("image_folder"))
+      ("target", "image_csv: the label column", cxxopts::value<std::string>()->default_value("label"))
+      ("task", "classification or regression", cxxopts::value<std::string>()->default_value("classification"))
+      ("valid", "the share held out for validation, as data.valid (a source with train/ and valid/ folders "
+       "is split by them)", cxxopts::value<double>()->default_value("0.2"))
+      ("valid-source", "separate validation data, as data.valid_source", cxxopts::value<std::string>())
+      ("shard-size-mb", "the size shards are cut at", cxxopts::value<double>()->default_value("256"))
+      ("seed", "the order of the samples in the shards, and the validation split (job.seed gives the same "
+       "split)", cxxopts::value<std::uint64_t>()->default_value("42"))
+      ("workers", "shards written at once (default: the CPUs usable)", cxxopts::value<int>())
+      ("endpoint", "the S3 endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, S3_ENDPOINT_URL, "
+       "MINIO_URL)", cxxopts::value<std::string>())
+      ("credentials", "an S3 credentials file (default: the chain of docs/s3.md)",
+       cxxopts::value<std::string>())
+      ("workdir", "temporary files (an s3:// source staged, shards before their upload)",
+       cxxopts::value<std::string>());
 }
 
 // The options of `command`, in groups that its help lists in this order.
@@ -183,7 +215,8 @@ cxxopts::Options command_parser(Command command, std::vector<std::string>& group
         ("checkout", "local working tree of --repo to read --spec from (default: .)", cxxopts::value<std::string>())
         ("o,output", "write the manifest to this file instead of stdout", cxxopts::value<std::string>());
   }
-  if (command != Command::version && command != Command::spec_reference) {
+  if (command == Command::pack) add_pack_options(parser, groups);
+  if (command != Command::version && command != Command::spec_reference && command != Command::pack) {
     groups.push_back("logging");
     parser.add_options("logging")
         ("log-format", "text or json (env TRAINPOINT_LOG_FORMAT)", cxxopts::value<std::string>())
@@ -200,7 +233,8 @@ std::string command_help(const CommandText& text, const cxxopts::Options& parser
     const std::string options = parser.help(groups, /*print_usage=*/false);
     help += options.substr(options.find_first_not_of('\n') - 1);  // one blank line before the groups
   }
-  if (text.command != Command::render_job && !groups.empty()) help += kEnvironmentAndExits;
+  const bool reads_environment = text.command != Command::render_job && text.command != Command::pack;
+  if (reads_environment && !groups.empty()) help += kEnvironmentAndExits;
   return help;
 }
 
@@ -216,6 +250,179 @@ std::string default_workdir(bool make) {
   fs::create_directories(workdir, error);
   if (!error && !fs::exists(workdir / ".gitignore")) write_file_atomic(workdir / ".gitignore", "# made by trainpoint\n*\n");
   return workdir.string();
+}
+
+// The value of option `name`, else of the environment variable `env` ("" when neither is set).
+std::string option(const cxxopts::ParseResult& parsed, const char* name, const char* env) {
+  return parsed.count(name) ? parsed[name].as<std::string>() : from_env(env);
+}
+
+// A flag given, or its environment variable set to 1 or true.
+bool flag(const cxxopts::ParseResult& parsed, const char* name, const char* env) {
+  const std::string value = from_env(env);
+  return parsed.count(name) > 0 || value == "1" || value == "true";
+}
+
+// The choice `word` names among `allowed`, by the spec's names of choices; else a usage error naming them.
+template <typename Choice, std::size_t N>
+Choice choice_among(const char* option_name, const std::string& word, const std::array<Choice, N>& allowed) {
+  const auto choice = spec::parse_choice<Choice>(word);
+  if (choice && std::find(allowed.begin(), allowed.end(), *choice) != allowed.end()) return *choice;
+  std::vector<std::string_view> names;
+  for (const Choice each : allowed) names.push_back(spec::name(each));
+  fail(ExitCode::usage, "--{} {}: {}", option_name, word, fmt::join(names, " or "));
+}
+
+// The words after the program name, parsed as `name`'s options.
+cxxopts::ParseResult parse_words(cxxopts::Options& parser, int argc, char** argv, const std::string& name) {
+  cxxopts::ParseResult parsed;
+  try {
+    parsed = parser.parse(argc - 1, argv + 1);
+  } catch (const cxxopts::exceptions::exception& error) {
+    fail(ExitCode::usage, "{} (see trainpoint {} --help)", error.what(), name);
+  }
+  if (!parsed.unmatched().empty()) {
+    fail(ExitCode::usage, "unexpected argument '{}' (see trainpoint {} --help)", parsed.unmatched().front(), name);
+  }
+  return parsed;
+}
+
+storage::PackRequest pack_request(const cxxopts::ParseResult& parsed) {
+  storage::PackRequest request;
+  request.destination = parsed["destination"].as<std::string>();
+  spec::DataSpec& data = request.data;
+  data.source = parsed["source"].as<std::string>();
+  data.format = choice_among("format", parsed["format"].as<std::string>(),
+                             std::array{spec::DataFormat::image_folder, spec::DataFormat::image_csv});
+  data.task = choice_among("task", parsed["task"].as<std::string>(),
+                           std::array{spec::Task::classification, spec::Task::regression});
+  data.target = parsed["target"].as<std::string>();
+  data.valid = parsed["valid"].as<double>();
+  if (data.valid < 0 || data.valid > 0.9) fail(ExitCode::usage, "--valid {}: 0 to 0.9", data.valid);
+  if (parsed.count("valid-source")) data.valid_source = parsed["valid-source"].as<std::string>();
+  if (parsed.count("endpoint")) data.endpoint = parsed["endpoint"].as<std::string>();
+  if (parsed.count("credentials")) data.credentials = parsed["credentials"].as<std::string>();
+  const double shard_mb = parsed["shard-size-mb"].as<double>();
+  if (!(shard_mb >= 0.0625 && shard_mb <= 1e6)) {
+    fail(ExitCode::usage, "--shard-size-mb {}: 0.0625 to 1000000", shard_mb);
+  }
+  request.shard_bytes = static_cast<std::uint64_t>(shard_mb * (1 << 20));
+  request.seed = parsed["seed"].as<std::uint64_t>();
+  request.workers = parsed.count("workers") ? parsed["workers"].as<int>() : usable_cores();
+  if (request.workers < 1) fail(ExitCode::usage, "--workers {}: at least 1", request.workers);
+  if (parsed.count("workdir")) request.workdir = parsed["workdir"].as<std::string>();
+  return request;
+}
+
+// --repo, --ref, --spec (or check's FILE), --set, --nproc-per-node and --workdir.
+void read_spec_options(const cxxopts::ParseResult& parsed, Options& options) {
+  options.repo = option(parsed, "repo", "TRAINPOINT_REPO");
+  options.ref = option(parsed, "ref", "TRAINPOINT_REF");
+  options.spec = option(parsed, "spec", "TRAINPOINT_SPEC");
+  if (parsed.count("file")) {
+    if (parsed.count("spec")) fail(ExitCode::usage, "check: give the spec as FILE or as --spec, not both");
+    options.spec = parsed["file"].as<std::string>();
+  }
+  options.overrides = split_overrides(from_env("TRAINPOINT_SET"));
+  if (parsed.count("set")) {
+    for (const auto& item : parsed["set"].as<std::vector<std::string>>()) options.overrides.push_back(item);
+  }
+  const std::string nproc = option(parsed, "nproc-per-node", "TRAINPOINT_NPROC_PER_NODE");
+  if (!nproc.empty()) {
+    char* end = nullptr;
+    const long count = std::strtol(nproc.c_str(), &end, 10);
+    if (nproc != "auto" && (end == nproc.c_str() || *end != '\0' || count < 1)) {
+      fail(ExitCode::usage, "--nproc-per-node: '{}' is not a number of processes or auto", nproc);
+    }
+    options.overrides.push_back("dist.nproc_per_node=" + (nproc == "auto" ? "\"auto\"" : nproc));
+  }
+  // A local repository by its absolute path (in logs, run.json and report.html), not as typed ("." or "..").
+  if (!options.repo.empty() && options.repo.find("://") == std::string::npos &&
+      git::parse_remote_url(options.repo).transport == git::Transport::local) {
+    options.repo = absolute(options.repo);
+  }
+  options.workdir = option(parsed, "workdir", "TRAINPOINT_WORKDIR");
+  const bool trains = options.command == Command::run || options.command == Command::preflight ||
+                      options.command == Command::check;
+  // Absolute and normalised, so that logs name one path (not .../moons/../moons-run/...).
+  // check writes nothing there unless it clones.
+  const bool writes = options.command != Command::check || !options.repo.empty();
+  options.workdir = options.workdir.empty() ? (trains ? default_workdir(writes) : fs::current_path().string())
+                                            : absolute(options.workdir);
+}
+
+// The clone's settings, and --no-preflight.
+void read_git_options(const cxxopts::ParseResult& parsed, Options& options) {
+  git::CheckoutRequest& git = options.git;
+  git.expect_sha = option(parsed, "expect-sha", "TRAINPOINT_EXPECT_SHA");
+  git.cache_dir = option(parsed, "git-cache", "TRAINPOINT_GIT_CACHE");
+  git.token_file = option(parsed, "git-token-file", "TRAINPOINT_GIT_TOKEN_FILE");
+  git.username = option(parsed, "git-user", "TRAINPOINT_GIT_USER");
+  git.ca_bundle = option(parsed, "ca-bundle", "TRAINPOINT_CA_BUNDLE");
+  git.ssh_key = option(parsed, "ssh-key", "TRAINPOINT_SSH_KEY");
+  git.known_hosts = option(parsed, "known-hosts", "TRAINPOINT_KNOWN_HOSTS");
+  git.accept_unknown_host = flag(parsed, "accept-unknown-host", "TRAINPOINT_ACCEPT_UNKNOWN_HOST");
+  git.submodules = !flag(parsed, "no-submodules", "TRAINPOINT_NO_SUBMODULES");
+  git.lfs = !flag(parsed, "no-lfs", "TRAINPOINT_NO_LFS");
+  options.preflight = !flag(parsed, "no-preflight", "TRAINPOINT_NO_PREFLIGHT");
+  if (const std::string timeout = option(parsed, "git-timeout", "TRAINPOINT_GIT_TIMEOUT"); !timeout.empty()) {
+    char* end = nullptr;
+    const long seconds = std::strtol(timeout.c_str(), &end, 10);
+    if (end == timeout.c_str() || *end != '\0' || seconds < 1) {
+      fail(ExitCode::usage, "--git-timeout: '{}' is not a number of seconds", timeout);
+    }
+    git.network_timeout = std::chrono::seconds(seconds);
+  }
+}
+
+void read_logging_options(const cxxopts::ParseResult& parsed, Options& options) {
+  const std::string format = option(parsed, "log-format", "TRAINPOINT_LOG_FORMAT");
+  if (format == "json") {
+    options.log_format = log::Format::json;
+  } else if (!format.empty() && format != "text") {
+    fail(ExitCode::usage, "--log-format: '{}' is not text or json", format);
+  }
+  const std::string level = option(parsed, "log-level", "TRAINPOINT_LOG_LEVEL");
+  if (!level.empty()) {
+    if (spdlog::level::from_str(level) == spdlog::level::off && level != "off") {
+      fail(ExitCode::usage, "--log-level: '{}' is not trace, debug, info, warn or error", level);
+    }
+    options.log_level = level;
+  }
+}
+
+// render-job's flags, which become TOML assignments of k8s.*: numbers as they are, everything else as a
+// quoted string; and where its spec and manifest are.
+void read_render_job_options(const cxxopts::ParseResult& parsed, Options& options) {
+  const std::vector<std::pair<const char*, const char*>> k8s_flags{
+      {"kind", "kind"}, {"name", "name"}, {"namespace", "namespace"}, {"image", "image"}, {"workers", "workers"},
+      {"gpus", "gpus_per_worker"}, {"cpu", "cpu"}, {"memory", "memory"}, {"shm-size", "shm_size"},
+      {"scratch", "scratch"}, {"secret", "secret"}, {"vault-role", "vault_role"}, {"vault-tenant", "vault_tenant"},
+      {"vault-path", "vault_path"}};
+  for (const auto& [name, key] : k8s_flags) {
+    if (!parsed.count(name)) continue;
+    const std::string value = parsed[name].as<std::string>();
+    const bool number = std::string(name) == "workers" || std::string(name) == "gpus";
+    if (!number && value.find_first_of("\"\\\n") != std::string::npos) {
+      fail(ExitCode::usage, "--{}: '{}' holds a quote, backslash or newline", name, value);
+    }
+    options.k8s_overrides.push_back(std::string("k8s.") + key + "=" + (number ? value : "\"" + value + "\""));
+  }
+  options.checkout = parsed.count("checkout") ? parsed["checkout"].as<std::string>() : ".";
+  if (parsed.count("output")) options.manifest_file = parsed["output"].as<std::string>();
+}
+
+void check_required(const Options& options, const std::string& name) {
+  const bool needs_spec = options.command == Command::run || options.command == Command::preflight ||
+                          options.command == Command::check || options.command == Command::render_job;
+  if (needs_spec && options.spec.empty()) {
+    fail(ExitCode::usage, "--spec is required: the spec's path in the repository (or a local file without --repo) "
+         "(see trainpoint {} --help)", name);
+  }
+  if (!options.ref.empty() && options.repo.empty()) {
+    fail(ExitCode::usage, "--ref {} needs --repo: the repository to check it out from (see trainpoint {} --help)",
+         options.ref, name);
+  }
 }
 
 }  // namespace
@@ -234,10 +441,9 @@ Options parse(int argc, char** argv) {
     return options;
   }
   options.arguments.assign(argv + 1, argv + argc);
-  if (name == "s3" || name == "make-dataset" || name == "pack") {
-    // These commands parse their own words, --help included (docs/s3.md, runtime/data/make_dataset.h,
-    // runtime/storage/pack.h).
-    options.command = name == "s3" ? Command::s3 : name == "pack" ? Command::pack : Command::make_dataset;
+  if (name == "s3" || name == "make-dataset") {
+    // These commands parse their own words, --help included (docs/s3.md, runtime/data/make_dataset.h).
+    options.command = name == "s3" ? Command::s3 : Command::make_dataset;
     options.own_arguments.assign(argv + 2, argv + argc);
     return options;
   }
@@ -248,125 +454,26 @@ Options parse(int argc, char** argv) {
   std::vector<std::string> groups;
   cxxopts::Options parser = command_parser(text->command, groups);
   if (text->command == Command::check) parser.parse_positional({"file"});
-  cxxopts::ParseResult parsed;
-  try {
-    parsed = parser.parse(argc - 1, argv + 1);
-  } catch (const cxxopts::exceptions::exception& error) {
-    fail(ExitCode::usage, "{} (see trainpoint {} --help)", error.what(), name);
-  }
-  if (!parsed.unmatched().empty()) {
-    fail(ExitCode::usage, "unexpected argument '{}' (see trainpoint {} --help)", parsed.unmatched().front(), name);
-  }
-  if (parsed.count("help")) {
+  if (text->command == Command::pack) parser.parse_positional({"source", "destination"});
+  const cxxopts::ParseResult parsed = parse_words(parser, argc, argv, name);
+  // pack without SRC and DEST, as a bare `trainpoint`: its help on stderr, exit 2.
+  const bool without_paths =
+      text->command == Command::pack && !(parsed.count("source") && parsed.count("destination"));
+  if (parsed.count("help") || without_paths) {
     options.help_text = command_help(*text, parser, groups);
     options.command = Command::help;
+    options.usage_error = !parsed.count("help");
     return options;
   }
-
-  auto option = [&](const char* name, const char* env) {
-    return parsed.count(name) ? parsed[name].as<std::string>() : from_env(env);
-  };
-  options.repo = option("repo", "TRAINPOINT_REPO");
-  options.ref = option("ref", "TRAINPOINT_REF");
-  options.spec = option("spec", "TRAINPOINT_SPEC");
-  if (parsed.count("file")) {
-    if (parsed.count("spec")) fail(ExitCode::usage, "check: give the spec as FILE or as --spec, not both");
-    options.spec = parsed["file"].as<std::string>();
+  if (text->command == Command::pack) {
+    options.pack = pack_request(parsed);
+    return options;
   }
-  options.overrides = split_overrides(from_env("TRAINPOINT_SET"));
-  if (parsed.count("set")) {
-    for (const auto& item : parsed["set"].as<std::vector<std::string>>()) options.overrides.push_back(item);
-  }
-  if (const std::string nproc = option("nproc-per-node", "TRAINPOINT_NPROC_PER_NODE"); !nproc.empty()) {
-    char* end = nullptr;
-    const long count = std::strtol(nproc.c_str(), &end, 10);
-    if (nproc != "auto" && (end == nproc.c_str() || *end != '\0' || count < 1)) {
-      fail(ExitCode::usage, "--nproc-per-node: '{}' is not a number of processes or auto", nproc);
-    }
-    options.overrides.push_back("dist.nproc_per_node=" + (nproc == "auto" ? "\"auto\"" : nproc));
-  }
-  // A local repository by its absolute path (in logs, run.json and report.html), not as typed ("." or "..").
-  if (!options.repo.empty() && options.repo.find("://") == std::string::npos &&
-      git::parse_remote_url(options.repo).transport == git::Transport::local) {
-    options.repo = absolute(options.repo);
-  }
-  options.workdir = option("workdir", "TRAINPOINT_WORKDIR");
-  const bool trains = options.command == Command::run || options.command == Command::preflight ||
-                      options.command == Command::check;
-  // Absolute and normalised, so that logs name one path (not .../moons/../moons-run/...).
-  // check writes nothing there unless it clones.
-  const bool writes = options.command != Command::check || !options.repo.empty();
-  options.workdir = options.workdir.empty() ? (trains ? default_workdir(writes) : fs::current_path().string())
-                                            : absolute(options.workdir);
-
-  auto flag = [&](const char* name, const char* env) {
-    const std::string value = from_env(env);
-    return parsed.count(name) > 0 || value == "1" || value == "true";
-  };
-  git::CheckoutRequest& git = options.git;
-  git.expect_sha = option("expect-sha", "TRAINPOINT_EXPECT_SHA");
-  git.cache_dir = option("git-cache", "TRAINPOINT_GIT_CACHE");
-  git.token_file = option("git-token-file", "TRAINPOINT_GIT_TOKEN_FILE");
-  git.username = option("git-user", "TRAINPOINT_GIT_USER");
-  git.ca_bundle = option("ca-bundle", "TRAINPOINT_CA_BUNDLE");
-  git.ssh_key = option("ssh-key", "TRAINPOINT_SSH_KEY");
-  git.known_hosts = option("known-hosts", "TRAINPOINT_KNOWN_HOSTS");
-  git.accept_unknown_host = flag("accept-unknown-host", "TRAINPOINT_ACCEPT_UNKNOWN_HOST");
-  git.submodules = !flag("no-submodules", "TRAINPOINT_NO_SUBMODULES");
-  git.lfs = !flag("no-lfs", "TRAINPOINT_NO_LFS");
-  options.preflight = !flag("no-preflight", "TRAINPOINT_NO_PREFLIGHT");
-  if (const std::string timeout = option("git-timeout", "TRAINPOINT_GIT_TIMEOUT"); !timeout.empty()) {
-    char* end = nullptr;
-    const long seconds = std::strtol(timeout.c_str(), &end, 10);
-    if (end == timeout.c_str() || *end != '\0' || seconds < 1) {
-      fail(ExitCode::usage, "--git-timeout: '{}' is not a number of seconds", timeout);
-    }
-    git.network_timeout = std::chrono::seconds(seconds);
-  }
-
-  const std::string format = option("log-format", "TRAINPOINT_LOG_FORMAT");
-  if (format == "json") {
-    options.log_format = log::Format::json;
-  } else if (!format.empty() && format != "text") {
-    fail(ExitCode::usage, "--log-format: '{}' is not text or json", format);
-  }
-  const std::string level = option("log-level", "TRAINPOINT_LOG_LEVEL");
-  if (!level.empty()) {
-    if (spdlog::level::from_str(level) == spdlog::level::off && level != "off") {
-      fail(ExitCode::usage, "--log-level: '{}' is not trace, debug, info, warn or error", level);
-    }
-    options.log_level = level;
-  }
-
-  // Flags become TOML assignments: numbers as they are, everything else as a quoted string.
-  const std::vector<std::pair<const char*, const char*>> k8s_flags{
-      {"kind", "kind"}, {"name", "name"}, {"namespace", "namespace"}, {"image", "image"}, {"workers", "workers"},
-      {"gpus", "gpus_per_worker"}, {"cpu", "cpu"}, {"memory", "memory"}, {"shm-size", "shm_size"},
-      {"scratch", "scratch"}, {"secret", "secret"}, {"vault-role", "vault_role"}, {"vault-tenant", "vault_tenant"},
-      {"vault-path", "vault_path"}};
-  for (const auto& [flag, key] : k8s_flags) {
-    if (!parsed.count(flag)) continue;
-    const std::string value = parsed[flag].as<std::string>();
-    const bool number = std::string(flag) == "workers" || std::string(flag) == "gpus";
-    if (!number && value.find_first_of("\"\\\n") != std::string::npos) {
-      fail(ExitCode::usage, "--{}: '{}' holds a quote, backslash or newline", flag, value);
-    }
-    options.k8s_overrides.push_back(std::string("k8s.") + key + "=" + (number ? value : "\"" + value + "\""));
-  }
-  options.checkout = parsed.count("checkout") ? parsed["checkout"].as<std::string>() : ".";
-  if (parsed.count("output")) options.manifest_file = parsed["output"].as<std::string>();
-
-  const bool needs_spec = options.command == Command::run || options.command == Command::preflight ||
-                          options.command == Command::check ||
-                          options.command == Command::render_job;
-  if (needs_spec && options.spec.empty()) {
-    fail(ExitCode::usage, "--spec is required: the spec's path in the repository (or a local file without --repo) "
-         "(see trainpoint {} --help)", name);
-  }
-  if (!options.ref.empty() && options.repo.empty()) {
-    fail(ExitCode::usage, "--ref {} needs --repo: the repository to check it out from (see trainpoint {} --help)",
-         options.ref, name);
-  }
+  read_spec_options(parsed, options);
+  read_git_options(parsed, options);
+  read_logging_options(parsed, options);
+  read_render_job_options(parsed, options);
+  check_required(options, name);
   return options;
 }
 

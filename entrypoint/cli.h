@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "git/checkout.h"
+#include "storage/pack.h"
 
 namespace tp::cli {
 
@@ -32,7 +33,9 @@ struct Options {
   std::vector<std::string> k8s_overrides;
   std::string checkout;
   std::string manifest_file;
-  std::vector<std::string> own_arguments;  // `trainpoint s3|make-dataset|pack ...`: the words after the command
+  std::vector<std::string> own_arguments;  // `trainpoint s3|make-dataset ...`: the words after the command
+  // pack: what is packed and where; an empty workdir is a temporary folder of the command's own.
+  storage::PackRequest pack;
 };
 
 // Throws tp::Error (ExitCode::usage) with a message naming the bad option.

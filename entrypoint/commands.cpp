@@ -1,6 +1,7 @@
 #include "commands.h"
 
 #include <curl/curl.h>
+#include <unistd.h>
 #include <torch/torch.h>
 #if TRAINPOINT_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -466,6 +467,22 @@ std::string cuda_description() {
 #endif
 }
 
+// `trainpoint pack`: without --workdir, its temporary files go to a folder of its own, removed when it ends.
+int pack_command(storage::PackRequest request) {
+  const bool own_workdir = request.workdir.empty();
+  if (own_workdir) {
+    request.workdir = fs::temp_directory_path() / fmt::format("trainpoint-pack-{}", ::getpid());
+  }
+  try {
+    storage::pack(request);
+  } catch (...) {
+    if (own_workdir) fs::remove_all(request.workdir);
+    throw;
+  }
+  if (own_workdir) fs::remove_all(request.workdir);
+  return 0;
+}
+
 int version() {
   const std::string nccl = dist::nccl_version();
   std::cout << "trainpoint " << TRAINPOINT_VERSION << "\n"
@@ -486,7 +503,7 @@ int execute(const cli::Options& options) {
     case cli::Command::spec_reference: std::cout << spec::markdown_reference(); return 0;
     case cli::Command::s3: return s3::run_s3_command(options.own_arguments);
     case cli::Command::make_dataset: return data::run_make_dataset("trainpoint make-dataset", options.own_arguments);
-    case cli::Command::pack: return storage::run_pack_command(options.own_arguments);
+    case cli::Command::pack: return pack_command(options.pack);
     case cli::Command::run: return run(options);
     case cli::Command::preflight: return preflight_command(options);
     case cli::Command::render_job: return render_job(options);

@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
-#include <random>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -84,21 +82,6 @@ void SubsetDataset::will_read(const std::vector<std::size_t>& indices) const {
   base_indices.reserve(indices.size());
   for (const std::size_t index : indices) base_indices.push_back(indices_.at(index));
   base_->will_read(base_indices);
-}
-
-std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_indices(std::size_t n,
-                                                                            double valid_fraction,
-                                                                            std::uint64_t seed) {
-  std::vector<std::size_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::mt19937_64 generator(seed ^ 0x5eed5ba11ULL);
-  std::shuffle(order.begin(), order.end(), generator);
-  const auto valid_count = static_cast<std::size_t>(std::llround(static_cast<double>(n) * valid_fraction));
-  std::vector<std::size_t> valid(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(valid_count));
-  std::vector<std::size_t> train(order.begin() + static_cast<std::ptrdiff_t>(valid_count), order.end());
-  std::sort(valid.begin(), valid.end());
-  std::sort(train.begin(), train.end());
-  return {train, valid};
 }
 
 }  // namespace tp::data

@@ -106,10 +106,4 @@ struct Datasets {
 Datasets open(const spec::DataSpec& spec, const std::filesystem::path& root, std::uint64_t seed,
               const std::shared_ptr<const FileStore>& store = local_files());
 
-// Splits [0, n) into a training and a validation part: a seeded shuffle, then the first
-// round(n * valid_fraction) indices are validation. Both parts are returned sorted.
-std::pair<std::vector<std::size_t>, std::vector<std::size_t>> split_indices(std::size_t n,
-                                                                            double valid_fraction,
-                                                                            std::uint64_t seed);
-
 }  // namespace tp::data

@@ -1,6 +1,5 @@
 #include "data/format_helpers.h"
 
-#include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -43,11 +42,9 @@ std::int64_t index_of(const std::vector<std::string>& names, const std::string& 
   return linear == names.end() ? -1 : linear - names.begin();
 }
 
-void log_classes(const std::vector<std::string>& classes, const at::Tensor& targets) {
+void log_classes(const std::vector<std::string>& classes, const std::vector<std::int64_t>& counts) {
   if (classes.empty()) return;
-  const at::Tensor counts = (targets.dim() == 2 ? targets.sum(0) : at::bincount(targets, {}, static_cast<std::int64_t>(classes.size())))
-                                .to(at::kLong).contiguous();
-  const std::int64_t* count = counts.data_ptr<std::int64_t>();
+  const std::int64_t* count = counts.data();
   std::vector<std::string> named;
   constexpr std::size_t kShown = 20;
   for (std::size_t c = 0; c < classes.size() && c < kShown; ++c) named.push_back(fmt::format("{} {}", classes[c], count[c]));

@@ -1,8 +1,6 @@
 // What the data formats share: paths, numbers and class names in cells, the CSV of a source, the class
-// counts in the log. Internal to tp_data.
+// counts in the log. Torch-free (the image sources' listings use it); internal to data.
 #pragma once
-
-#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -28,7 +26,8 @@ std::int64_t index_of(const std::vector<std::string>& names, const std::string& 
 
 // "circle 40, square 38": the training examples of each class (the first 20 classes, then the smallest and
 // largest), so that a wrong class list shows at the start.
-void log_classes(const std::vector<std::string>& classes, const at::Tensor& targets);
+// `counts`: the training examples of each class, in the order of `classes`.
+void log_classes(const std::vector<std::string>& classes, const std::vector<std::int64_t>& counts);
 
 // Every row of a classification table names its class: an empty cell would become a class "".
 void require_classes(const std::filesystem::path& file, const CsvTable& table, int target,

@@ -28,13 +28,4 @@ Datasets open_shards(const spec::DataSpec& spec, const std::filesystem::path& ro
 Datasets open_table_csv(const spec::DataSpec& spec, const std::filesystem::path& root, std::uint64_t seed,
                         const std::shared_ptr<const FileStore>& store);
 
-// The training and the validation images of the image formats (what their openers open, and what
-// `trainpoint pack` packs): data.valid_source, else (image_folder) fastai's train/ and valid/ folders, else a
-// held-out data.valid share of data.source.
-std::pair<LabelledImages, LabelledImages> image_folder_split(const spec::DataSpec& spec,
-                                                             const std::filesystem::path& root, std::uint64_t seed,
-                                                             const FileStore& store);
-std::pair<LabelledImages, LabelledImages> image_csv_split(const spec::DataSpec& spec,
-                                                          const std::filesystem::path& root, std::uint64_t seed);
-
 }  // namespace tp::data

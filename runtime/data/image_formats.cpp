@@ -115,34 +115,51 @@ class ImageDataset final : public Dataset {
   std::shared_ptr<BadFiles> bad_files_;
 };
 
-}  // namespace
-
-std::pair<LabelledImages, LabelledImages> hold_out(const LabelledImages& all, double fraction, std::uint64_t seed) {
-  const auto [train_indices, valid_indices] = split_indices(all.files.size(), fraction, seed);
-  const auto take = [&](const std::vector<std::size_t>& indices) {
-    LabelledImages part;
-    part.classes = all.classes;
-    part.root = all.root;
-    for (std::size_t i : indices) part.files.push_back(all.files[i]);
-    std::vector<std::int64_t> rows(indices.begin(), indices.end());
-    part.targets = all.targets.index_select(0, at::tensor(rows, at::kLong));
-    return part;
-  };
-  return {take(train_indices), take(valid_indices)};
+// The targets as training reads them: class indices (long), else floats, a row each for multi-hot targets.
+at::Tensor target_tensor(const LabelledImages& images) {
+  const at::Tensor targets = at::tensor(images.targets, at::kFloat);
+  switch (images.kind) {
+    case TargetKind::class_index: return targets.to(at::kLong);
+    case TargetKind::number: return targets;
+    case TargetKind::multi_hot:
+      return targets.view({static_cast<std::int64_t>(images.files.size()),
+                           static_cast<std::int64_t>(images.target_width())});
+  }
+  spec::unhandled(images.kind);
 }
+
+// The training examples of each class.
+std::vector<std::int64_t> class_counts(const LabelledImages& images) {
+  std::vector<std::int64_t> counts(images.classes.size(), 0);
+  const std::size_t width = images.target_width();
+  for (std::size_t i = 0; i < images.targets.size(); ++i) {
+    if (images.kind == TargetKind::multi_hot) {
+      counts[i % width] += static_cast<std::int64_t>(images.targets[i]);
+    } else {
+      ++counts.at(static_cast<std::size_t>(images.targets[i]));
+    }
+  }
+  return counts;
+}
+
+}  // namespace
 
 Datasets open_images(const spec::DataSpec& spec, std::uint64_t seed,
                      const std::shared_ptr<const FileStore>& store,
                      std::pair<LabelledImages, LabelledImages> train_and_valid) {
   auto& [train, valid] = train_and_valid;
-  if (spec.task != spec::Task::regression) log_classes(train.classes, train.targets);
+  if (spec.task != spec::Task::regression) log_classes(train.classes, class_counts(train));
   Datasets datasets;
   datasets.bad_files = std::make_shared<BadFiles>(spec.max_bad_files);
   const int channels = static_cast<int>(spec.channels);
-  datasets.train = std::make_shared<ImageDataset>(store, std::move(train.files), train.root, train.targets,
-                                                  train_transform(spec), channels, seed, datasets.bad_files);
-  datasets.valid = std::make_shared<ImageDataset>(store, std::move(valid.files), valid.root, valid.targets,
-                                                  eval_transform(spec), channels, seed, datasets.bad_files);
+  at::Tensor train_targets = target_tensor(train);
+  at::Tensor valid_targets = target_tensor(valid);
+  datasets.train = std::make_shared<ImageDataset>(store, std::move(train.files), train.root,
+                                                  std::move(train_targets), train_transform(spec), channels,
+                                                  seed, datasets.bad_files);
+  datasets.valid = std::make_shared<ImageDataset>(store, std::move(valid.files), valid.root,
+                                                  std::move(valid_targets), eval_transform(spec), channels,
+                                                  seed, datasets.bad_files);
   Schema& schema = datasets.schema;
   schema.input_shape = {channels, spec.image_size, spec.image_size};
   schema.classification = spec.task != spec::Task::regression;

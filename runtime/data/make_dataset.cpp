@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "data/image.h"
+#include "spec/spec.h"
 
 namespace tp::data {
 namespace {
@@ -116,9 +117,8 @@ void make_images(const cxxopts::ParseResult& args) {
 void make_table(const cxxopts::ParseResult& args) {
   const fs::path out = args["out"].as<std::string>();
   const int rows = args["rows"].as<int>();
-  const std::string task = args["task"].as<std::string>();
-  if (task != "classification" && task != "regression")
-    fail(ExitCode::usage, "--task: classification or regression");
+  const auto task = spec::parse_choice<spec::Task>(args["task"].as<std::string>());
+  if (!task || *task == spec::Task::multi_label) fail(ExitCode::usage, "--task: classification or regression");
   std::mt19937_64 random(args["seed"].as<std::uint64_t>());
   std::normal_distribution<double> gaussian(0, 1);
   if (out.has_parent_path()) fs::create_directories(out.parent_path());
@@ -130,14 +130,14 @@ void make_table(const cxxopts::ParseResult& args) {
                                   gaussian(random)};
     const double score = 2 * x[0] - 0.3 * x[1] + 10 * (x[2] - 5) + 0.05 * gaussian(random);
     file << fmt::format("{:.5f},{:.5f},{:.5f},{:.5f},", x[0], x[1], x[2], x[3]);
-    if (task == "regression") {
+    if (*task == spec::Task::regression) {
       file << fmt::format("{:.5f}\n", score);
     } else {
       file << (score < -1 ? "low" : score < 1 ? "mid" : "high") << '\n';
     }
   }
   if (!file.flush()) fail(ExitCode::output, "{}: cannot write", out.string());
-  fmt::print("{}: {} rows for {}\n", out.string(), rows, task);
+  fmt::print("{}: {} rows for {}\n", out.string(), rows, spec::name(*task));
 }
 
 }  // namespace

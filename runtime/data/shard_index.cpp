@@ -88,7 +88,23 @@ std::uint64_t ShardSet::bytes() const {
   return total;
 }
 
-std::string shard_sample_key(std::uint64_t sample) { return fmt::format("s{:09d}", sample); }
+namespace {
+constexpr std::size_t kSampleKeyDigits = 9;
+}  // namespace
+
+std::string shard_sample_key(std::uint64_t sample) {
+  return fmt::format("s{:0{}d}", sample, kSampleKeyDigits);
+}
+
+std::optional<std::uint64_t> parse_shard_sample_key(std::string_view key) {
+  if (key.size() != 1 + kSampleKeyDigits || key[0] != 's') return std::nullopt;
+  std::uint64_t sample = 0;
+  for (const char digit : key.substr(1)) {
+    if (digit < '0' || digit > '9') return std::nullopt;
+    sample = sample * 10 + static_cast<std::uint64_t>(digit - '0');
+  }
+  return sample;
+}
 
 ShardIndex parse_shard_index(std::string_view text, const std::string& where) {
   const json document = json::parse(text, nullptr, /*allow_exceptions=*/false);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,7 +39,10 @@ struct ShardIndex {
 };
 
 // A sample's key, the name its files share in a shard ("s000000042" for .jpg and .cls): its position in its set.
+// The one place the key's format is written and read.
 std::string shard_sample_key(std::uint64_t sample);
+// The position a key names: parse_shard_sample_key("s000000042") is 42; none for a name that is not a key.
+std::optional<std::uint64_t> parse_shard_sample_key(std::string_view key);
 
 // Parses index.json. Throws tp::Error (data) naming `where` and what is wrong (not JSON, another format or
 // version, a missing field, targets that do not match the sample count, a class index out of range).

@@ -1,25 +1,14 @@
 // shards: the index.json and tar shards `trainpoint pack` writes, read as image files named
-// <source>/<shard>/<key> through a store that holds whole shards and reads their members in place.
+// <source>/<shard>/<key> through a store that holds whole shards and reads their members in place
+// (shard_store.h).
 #include "data/shards.h"
 
-#include <ATen/ATen.h>
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cstring>
-#include <mutex>
-#include <unordered_map>
-#include <unordered_set>
-
-#include "common/crc32c.h"
 #include "common/error.h"
-#include "common/files.h"
 #include "data/format_helpers.h"
 #include "data/formats.h"
-#include "data/image.h"
-#include "data/tar.h"
+#include "data/shard_store.h"
 
 namespace tp::data {
 
@@ -27,172 +16,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A shard's image members by position (sample key - the shard's first key), as found in the file on disk.
-struct ShardMembers {
-  dev_t device = 0;  // the file these were read from: a shard evicted and fetched again is checked again
-  ino_t inode = 0;
-  std::vector<TarMember> images;
-};
-
-// The samples of a shard set as files <directory>/<shard>/<key>: each read takes the whole shard from `base`
-// (on disk, or fetched into its cache) and reads the member at its offset. A shard is checked against the
-// index the first time each copy of it is read: size, CRC32C, and one image per sample key.
-class ShardStore final : public FileStore {
- public:
-  ShardStore(std::shared_ptr<const FileStore> base, fs::path directory, const ShardIndex& index)
-      : base_(std::move(base)), directory_(std::move(directory)) {
-    for (const ShardSet* set : {&index.train, &index.valid}) {
-      std::uint64_t first = 0;
-      for (const ShardInfo& shard : set->shards) {
-        shards_.emplace(shard.name, Shard{shard, directory_ / shard.name, first, std::make_unique<Entry>()});
-        first += shard.samples;
-      }
-    }
-  }
-
-  std::vector<fs::path> list(const fs::path& dir) const override { return base_->list(dir); }
-  fs::path acquire(const fs::path& file) const override { return base_->acquire(file); }
-  void release(const fs::path& file) const override { base_->release(file); }
-  std::uint64_t size(const fs::path& file) const override { return base_->size(file); }
-
-  std::string read(const fs::path& sample) const override {
-    const auto [shard_name, key] = split_sample(sample);
-    const Shard& shard = shard_of(shard_name, sample);
-    const fs::path& shard_file = shard.file;
-    fs::path local;
-    try {
-      local = base_->acquire(shard_file);
-    } catch (const Error& error) {
-      if (error.code() != ExitCode::data) throw;
-      throw BrokenStore(error.code(), error.what());
-    }
-    struct Release {
-      const FileStore& store;
-      const fs::path& file;
-      ~Release() { store.release(file); }
-    } release{*base_, shard_file};
-    const TarMember member = image_member(shard, local, key, shard_file);
-    std::string bytes(member.size, '\0');
-    const int fd = ::open(local.c_str(), O_RDONLY | O_CLOEXEC);
-    const ssize_t got = fd < 0 ? -1 : ::pread(fd, bytes.data(), bytes.size(), static_cast<off_t>(member.offset));
-    if (fd >= 0) ::close(fd);
-    if (got != static_cast<ssize_t>(bytes.size())) {
-      throw BrokenStore(ExitCode::data, fmt::format("{}: {} bytes at {} could not be read", shard_file.string(),
-                                                    member.size, member.offset));
-    }
-    return bytes;
-  }
-
-  // The shards in the order their samples come first.
-  void will_read(const std::vector<fs::path>& samples) const override {
-    std::vector<fs::path> shards;
-    std::unordered_set<std::string_view> seen;
-    for (const fs::path& sample : samples) {
-      const std::string_view shard_name = split_sample(sample).first;
-      if (seen.insert(shard_name).second) shards.push_back(shard_of(shard_name, sample).file);
-    }
-    base_->will_read(shards);
-  }
-
- private:
-  struct Entry {
-    std::mutex mutex;
-    ShardMembers members;
-  };
-  struct Shard {
-    ShardInfo info;
-    fs::path file;                // <directory>/<shard name>
-    std::uint64_t first_sample;  // of the set: the key of its first sample
-    std::unique_ptr<Entry> entry;
-  };
-
-  // A sample <directory>/<shard>/<key> as its shard's name and its key: string operations, for every sample
-  // read (fs::path's are several times slower).
-  static std::pair<std::string_view, std::string_view> split_sample(const fs::path& sample) {
-    const std::string_view path = sample.native();
-    const std::size_t key_start = path.rfind('/') + 1;  // npos + 1 == 0: no folder at all
-    const std::size_t shard_end = key_start > 0 ? key_start - 1 : 0;
-    const std::size_t shard_start = shard_end > 0 ? path.rfind('/', shard_end - 1) + 1 : 0;
-    return {path.substr(shard_start, shard_end - shard_start), path.substr(key_start)};
-  }
-
-  const Shard& shard_of(std::string_view shard_name, const fs::path& sample) const {
-    const auto found = shards_.find(std::string(shard_name));
-    if (found == shards_.end()) fail(ExitCode::internal, "{}: not a sample of a shard in the index", sample.string());
-    return found->second;
-  }
-
-  // A shard that fails its check fails every read of it, as a BrokenStore: not a bad image to skip.
-  TarMember image_member(const Shard& shard, const fs::path& local, std::string_view key,
-                         const fs::path& shard_file) const {
-    struct stat status {};
-    if (::stat(local.c_str(), &status) != 0) {
-      throw BrokenStore(ExitCode::data, fmt::format("{}: {}", shard_file.string(), std::strerror(errno)));
-    }
-    std::lock_guard<std::mutex> lock(shard.entry->mutex);
-    ShardMembers& members = shard.entry->members;
-    if (members.images.empty() || members.device != status.st_dev || members.inode != status.st_ino) {
-      try {
-        members = check_shard(shard, local, status);
-      } catch (const Error& error) {
-        throw BrokenStore(error.code(), error.what());
-      }
-    }
-    const std::uint64_t position = std::stoull(std::string(key.substr(1))) - shard.first_sample;
-    return members.images.at(position);
-  }
-
-  ShardMembers check_shard(const Shard& shard, const fs::path& local, const struct stat& status) const {
-    const ShardInfo& info = shard.info;
-    const std::string name = (directory_ / info.name).string();
-    if (static_cast<std::uint64_t>(status.st_size) != info.bytes) {
-      fail(ExitCode::data, "{}: {} bytes, but index.json says {}: the index does not match the shards (upload the "
-           "index and shards of one `trainpoint pack` together)", name, status.st_size, info.bytes);
-    }
-    // One mapping for the checksum and the scan: a shard is read once, without copies, before its first image.
-    const MappedFile mapped(local, ExitCode::data);
-    const std::uint32_t crc = crc32c(mapped.bytes());
-    if (crc != info.crc32c) {
-      fail(ExitCode::data, "{}: CRC32C {:08x}, but index.json says {:08x}: the shard is corrupt (pack it again, or "
-           "upload it again from where it was packed)", name, crc, info.crc32c);
-    }
-    ShardMembers members;
-    members.device = status.st_dev;
-    members.inode = status.st_ino;
-    members.images.resize(info.samples);
-    std::vector<bool> found(info.samples, false);
-    for (TarMember& member : scan_tar(mapped.bytes(), name)) {
-      const fs::path member_name(member.name);
-      if (!has_image_extension(member_name)) continue;
-      const std::string key = member_name.stem().string();
-      std::uint64_t sample = 0;
-      if (key.size() == 10 && key[0] == 's') sample = std::stoull(key.substr(1));
-      if (key.size() != 10 || key[0] != 's' || sample < shard.first_sample ||
-          sample >= shard.first_sample + info.samples) {
-        fail(ExitCode::data, "{}: image '{}' is not one of the shard's samples {} to {} in index.json", name,
-             member.name, shard_sample_key(shard.first_sample), shard_sample_key(shard.first_sample + info.samples - 1));
-      }
-      members.images[sample - shard.first_sample] = std::move(member);
-      found[sample - shard.first_sample] = true;
-    }
-    for (std::uint64_t i = 0; i < info.samples; ++i) {
-      if (!found[i]) {
-        fail(ExitCode::data, "{}: no image for sample {} of index.json", name, shard_sample_key(shard.first_sample + i));
-      }
-    }
-    return members;
-  }
-
-  std::shared_ptr<const FileStore> base_;
-  fs::path directory_;
-  std::unordered_map<std::string, Shard> shards_;
-};
-
 LabelledImages samples_of(const ShardSet& set, const ShardIndex& index, const fs::path& directory) {
   LabelledImages images;
   images.root = directory;
   images.classes = index.classes;
-  std::vector<double> targets;
+  const bool classification = index.task == spec::name(spec::Task::classification);
+  images.kind = classification ? TargetKind::class_index : TargetKind::number;
   std::uint64_t sample = 0;
   images.files.reserve(set.samples());
   for (const ShardInfo& shard : set.shards) {
@@ -200,9 +29,8 @@ LabelledImages samples_of(const ShardSet& set, const ShardIndex& index, const fs
     for (std::uint64_t i = 0; i < shard.samples; ++i) {
       images.files.emplace_back(shard_folder + shard_sample_key(sample++));
     }
-    targets.insert(targets.end(), shard.targets.begin(), shard.targets.end());
+    images.targets.insert(images.targets.end(), shard.targets.begin(), shard.targets.end());
   }
-  images.targets = at::tensor(targets, at::kDouble).to(index.task == "classification" ? at::kLong : at::kFloat);
   return images;
 }
 
@@ -228,21 +56,6 @@ void check_shards_present(const ShardIndex& index, const fs::path& directory, co
 
 }  // namespace
 
-std::pair<LabelledImages, LabelledImages> labelled_images(const spec::DataSpec& spec, const fs::path& root,
-                                                          std::uint64_t seed, const FileStore& store) {
-  switch (spec.format) {
-    case spec::DataFormat::image_folder:
-      return image_folder_split(spec, root, seed, store);
-    case spec::DataFormat::image_csv:
-      return image_csv_split(spec, root, seed);
-    case spec::DataFormat::table_csv:
-    case spec::DataFormat::shards:
-      fail(ExitCode::usage, "--format {}: packing takes image_folder or image_csv data (a table is read whole "
-           "into memory and gains nothing from shards)", spec::name(spec.format));
-  }
-  spec::unhandled(spec.format);
-}
-
 ShardIndex read_shard_index(const fs::path& directory, const FileStore& store) {
   const fs::path file = directory / kShardIndexFile;
   return parse_shard_index(store.read(file), file.string());
@@ -264,8 +77,7 @@ Datasets open_shards(const spec::DataSpec& spec, const fs::path& root, std::uint
   spdlog::info("shards in {}: {} training samples in {} shards ({:.1f} MiB), {} validation samples in {} shards",
                directory.string(), index.train.samples(), index.train.shards.size(),
                static_cast<double>(index.train.bytes()) / (1 << 20), index.valid.samples(), index.valid.shards.size());
-  auto shard_store = std::make_shared<const ShardStore>(store, directory, index);
-  Datasets datasets = open_images(spec, seed, shard_store,
+  Datasets datasets = open_images(spec, seed, shard_store(store, directory, index),
                                   {samples_of(index.train, index, directory), samples_of(index.valid, index, directory)});
   for (const ShardInfo& shard : index.train.shards) datasets.train_shard_sizes.push_back(shard.samples);
   return datasets;

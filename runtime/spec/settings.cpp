@@ -20,8 +20,7 @@ class Declare {
       setting_.kind = Kind::choice;
       setting_.choices.assign(names.begin(), names.end());
       setting_.assign = [section, member](Spec& spec, const Value& value) {
-        const auto found = std::find(names.begin(), names.end(), std::get<std::string>(value));
-        spec.*section.*member = static_cast<T>(found - names.begin());
+        spec.*section.*member = *parse_choice<T>(std::get<std::string>(value));
       };
       setting_.read = [section, member](const Spec& spec) -> Value { return std::string(name(spec.*section.*member)); };
     } else {

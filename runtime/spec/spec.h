@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -47,6 +48,16 @@ constexpr ChoiceNames<2> choice_names(Resume) { return {"auto", "never"}; }
 template <typename Choice>
 std::string_view name(Choice choice) {
   return choice_names(choice).at(static_cast<std::size_t>(choice));
+}
+
+// The choice the spec writes as `text` (parse_choice<Task>("regression")); none for a word that is not one.
+template <typename Choice>
+std::optional<Choice> parse_choice(std::string_view text) {
+  constexpr auto names = choice_names(Choice{});
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == text) return static_cast<Choice>(i);
+  }
+  return std::nullopt;
 }
 
 // After a switch that returns for every choice: only a value outside the enum (a bad cast) gets here.

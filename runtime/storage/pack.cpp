@@ -3,296 +3,29 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <cstring>
-#include <cxxopts.hpp>
-#include <fstream>
-#include <map>
+#include <iterator>
 #include <mutex>
-#include <nlohmann/json.hpp>
-#include <numeric>
-#include <optional>
-#include <random>
 #include <set>
-#include <thread>
 
-#include "common/cpu.h"
-#include "common/crc32c.h"
-#include "common/digest.h"
 #include "common/error.h"
-#include "common/files.h"
 #include "common/tasks.h"
-#include "data/shards.h"
-#include "data/tar.h"
-#include "s3/client.h"
+#include "data/labelled_images.h"
+#include "data/shard_writer.h"
 #include "s3/paths.h"
 #include "s3/stage.h"
 #include "storage/connection.h"
+#include "storage/pack_destination.h"
+#include "storage/pack_plan.h"
 
 namespace tp::storage {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 
 namespace {
 
-constexpr char kRecords[] = ".pack";  // beside the shards: one record per shard written, until index.json is
-
-struct PlannedSample {
-  fs::path file;
-  std::uint64_t size = 0;
-  double target = 0;
-};
-
-struct PlannedShard {
-  std::string name;
-  std::uint64_t first_key = 0;  // the set's position of its first sample
-  std::vector<PlannedSample> samples;
-};
-
-// Where the shards go: a local directory, or an S3 prefix. Names are relative to it.
-class Destination {
- public:
-  virtual ~Destination() = default;
-  // The files there now with their sizes, by name (records under .pack/ included).
-  virtual std::map<std::string, std::uint64_t> existing() const = 0;
-  virtual std::string read_text(const std::string& name) const = 0;
-  virtual void write_text(const std::string& name, const std::string& text) const = 0;
-  // Where a shard is written before it is verified.
-  virtual fs::path temporary_for(const std::string& name) const = 0;
-  // The verified `temporary` becomes `name` (renamed, or uploaded and deleted).
-  virtual void put(const fs::path& temporary, const std::string& name) const = 0;
-  virtual void remove(const std::string& name) const = 0;
-  virtual std::string describe(const std::string& name) const = 0;
-};
-
-class LocalDestination final : public Destination {
- public:
-  explicit LocalDestination(fs::path directory) : directory_(std::move(directory)) {
-    std::error_code error;
-    fs::create_directories(directory_ / kRecords, error);
-    if (error) fail(ExitCode::output, "{}: cannot be created: {}", directory_.string(), error.message());
-  }
-  std::map<std::string, std::uint64_t> existing() const override {
-    std::map<std::string, std::uint64_t> files;
-    for (const auto& entry : fs::recursive_directory_iterator(directory_)) {
-      if (entry.is_regular_file()) files[entry.path().lexically_relative(directory_).generic_string()] = entry.file_size();
-    }
-    return files;
-  }
-  std::string read_text(const std::string& name) const override { return read_file(directory_ / name, ExitCode::output); }
-  void write_text(const std::string& name, const std::string& text) const override {
-    write_file_atomic(directory_ / name, text);
-  }
-  fs::path temporary_for(const std::string& name) const override { return temporary_sibling(directory_ / name); }
-  void put(const fs::path& temporary, const std::string& name) const override { commit_file(temporary, directory_ / name); }
-  void remove(const std::string& name) const override {
-    std::error_code ignored;
-    fs::remove(directory_ / name, ignored);
-  }
-  std::string describe(const std::string& name) const override { return (directory_ / name).string(); }
-
- private:
-  fs::path directory_;
-};
-
-class S3Destination final : public Destination {
- public:
-  S3Destination(const std::string& url, const s3::ConnectionOptions& connection, fs::path workdir)
-      : url_(s3::parse_s3_url(url)),
-        prefix_(s3::directory_prefix(url_.key)),
-        client_(std::make_unique<s3::Client>(s3::resolve_connection(connection))),
-        workdir_(std::move(workdir)) {
-    fs::create_directories(workdir_);
-  }
-  std::map<std::string, std::uint64_t> existing() const override {
-    std::map<std::string, std::uint64_t> files;
-    for (const auto& object : client_->list(url_.bucket, prefix_).objects)
-      files[object.key.substr(prefix_.size())] = object.size;
-    return files;
-  }
-  std::string read_text(const std::string& name) const override {
-    const fs::path local = workdir_ / ("read-" + fs::path(name).filename().string());
-    const auto object = client_->head(url_.bucket, prefix_ + name);
-    if (!object) fail(ExitCode::output, "{}: not found", describe(name));
-    client_->download(url_.bucket, {{*object, local}});
-    std::string text = read_file(local, ExitCode::output);
-    fs::remove(local);
-    return text;
-  }
-  void write_text(const std::string& name, const std::string& text) const override {
-    const fs::path local = temporary_sibling(workdir_ / fs::path(name).filename());
-    write_file_atomic(local, text);
-    put(local, name);
-  }
-  fs::path temporary_for(const std::string& name) const override { return temporary_sibling(workdir_ / name); }
-  void put(const fs::path& temporary, const std::string& name) const override {
-    client_->upload(url_.bucket, {{temporary, prefix_ + name}});
-    std::error_code ignored;
-    fs::remove(temporary, ignored);
-  }
-  void remove(const std::string& name) const override { client_->remove(url_.bucket, prefix_ + name); }
-  std::string describe(const std::string& name) const override { return "s3://" + url_.bucket + "/" + prefix_ + name; }
-
- private:
-  s3::S3Url url_;
-  std::string prefix_;
-  // Shared by the workers, which upload at once: a Client's calls may overlap (s3/client.h).
-  std::unique_ptr<s3::Client> client_;
-  fs::path workdir_;
-};
-
-std::string extension_of(const fs::path& file) {
-  std::string extension = file.extension().string().substr(1);
-  std::transform(extension.begin(), extension.end(), extension.begin(), [](unsigned char c) { return std::tolower(c); });
-  return extension;
-}
-
-// The label file of a sample: KEY.cls (the class index, as WebDataset's ImageNet shards have it) or KEY.json.
-std::pair<std::string, std::string> label_member(const std::string& key, double target, bool classification) {
-  if (classification) return {key + ".cls", std::to_string(static_cast<std::int64_t>(target))};
-  return {key + ".json", json{{"target", target}}.dump()};
-}
-
-std::uint64_t sample_bytes(const PlannedSample& sample, bool classification) {
-  const std::string label = label_member("", sample.target, classification).second;
-  return data::tar_member_size(sample.size) + data::tar_member_size(label.size());
-}
-
-// The images of `images` in a seeded order (so that every shard holds every class), cut into shards of at most
-// `shard_bytes` (a sample larger than that is a shard of its own).
-std::vector<PlannedShard> plan_set(const data::LabelledImages& images, const std::string& set_name,
-                                   const data::FileStore& store, std::uint64_t shard_bytes, std::uint64_t seed,
-                                   bool classification) {
-  std::vector<std::size_t> order(images.files.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::mt19937_64 generator(seed * 1000003ULL + (set_name == "train" ? 1 : 2));
-  std::shuffle(order.begin(), order.end(), generator);
-  const at::Tensor targets = images.targets.to(at::kDouble).contiguous();
-  const double* target = targets.data_ptr<double>();
-  std::vector<PlannedShard> shards;
-  std::uint64_t bytes = 0;
-  std::uint64_t key = 0;
-  for (const std::size_t i : order) {
-    PlannedSample sample{images.files[i], store.size(images.files[i]), target[i]};
-    const std::uint64_t size = sample_bytes(sample, classification);
-    if (shards.empty() || (bytes + size + 2 * data::kTarBlock > shard_bytes && !shards.back().samples.empty())) {
-      shards.push_back({fmt::format("{}-{:06d}.tar", set_name, shards.size()), key, {}});
-      bytes = 0;
-    }
-    shards.back().samples.push_back(std::move(sample));
-    bytes += size;
-    ++key;
-  }
-  return shards;
-}
-
-// What identifies a plan: the format version, the settings and every sample with its size and target. Shards
-// recorded under another plan are written again.
-std::string plan_id(const std::vector<PlannedShard>& shards, const PackRequest& request, const fs::path& source) {
-  std::string text = fmt::format("{} {} {} {}\n", data::kShardIndexFormat, data::kShardIndexVersion,
-                                 request.shard_bytes, request.seed);
-  for (const PlannedShard& shard : shards) {
-    text += shard.name + "\n";
-    for (const PlannedSample& sample : shard.samples) {
-      text += fmt::format("{} {} {}\n", sample.file.lexically_relative(source).generic_string(), sample.size,
-                          sample.target);
-    }
-  }
-  return sha256_hex(text);
-}
-
-std::string record_name(const std::string& shard) { return std::string(kRecords) + "/" + shard + ".json"; }
-
-// The shard an earlier pack of the same plan wrote, if its record and its file agree.
-std::optional<data::ShardInfo> kept_shard(const PlannedShard& planned, const std::string& plan,
-                                          const std::map<std::string, std::uint64_t>& existing,
-                                          const Destination& destination) {
-  const auto record_file = existing.find(record_name(planned.name));
-  const auto shard_file = existing.find(planned.name);
-  if (record_file == existing.end() || shard_file == existing.end()) return std::nullopt;
-  const json record = json::parse(destination.read_text(record_name(planned.name)), nullptr, false);
-  if (record.is_discarded() || record.value("plan", "") != plan ||
-      record.value("bytes", std::uint64_t{0}) != shard_file->second) {
-    return std::nullopt;
-  }
-  data::ShardInfo info;
-  info.name = planned.name;
-  info.samples = planned.samples.size();
-  info.bytes = shard_file->second;
-  info.crc32c = record.value("crc32c", std::uint32_t{0});
-  for (const PlannedSample& sample : planned.samples) info.targets.push_back(sample.target);
-  return info;
-}
-
-std::uint32_t file_crc32c(const fs::path& file, std::uint64_t& bytes) {
-  std::ifstream in(file, std::ios::binary);
-  std::string buffer(1 << 20, '\0');
-  std::uint32_t crc = 0;
-  bytes = 0;
-  while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
-    crc = crc32c(std::string_view(buffer.data(), static_cast<std::size_t>(in.gcount())), crc);
-    bytes += static_cast<std::uint64_t>(in.gcount());
-  }
-  return crc;
-}
-
-// Writes one shard to a temporary name, checks what landed on disk against what was written, then puts it.
-data::ShardInfo write_shard(const PlannedShard& planned, bool classification, const Destination& destination) {
-  const fs::path temporary = destination.temporary_for(planned.name);
-  data::ShardInfo info;
-  info.name = planned.name;
-  info.samples = planned.samples.size();
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) fail(ExitCode::output, "{}: cannot be written", temporary.string());
-    std::string chunk;
-    const auto emit = [&] {
-      out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-      info.crc32c = crc32c(chunk, info.crc32c);
-      info.bytes += chunk.size();
-      chunk.clear();
-    };
-    for (std::size_t i = 0; i < planned.samples.size(); ++i) {
-      const PlannedSample& sample = planned.samples[i];
-      const std::string key = data::shard_sample_key(planned.first_key + i);
-      const std::string bytes = read_file(sample.file, ExitCode::data);
-      if (bytes.size() != sample.size) {
-        fail(ExitCode::data, "{}: {} bytes, {} when the pack was planned: the source changed while it was packed",
-             sample.file.string(), bytes.size(), sample.size);
-      }
-      data::append_tar_member(chunk, key + "." + extension_of(sample.file), bytes);
-      const auto [label_name, label] = label_member(key, sample.target, classification);
-      data::append_tar_member(chunk, label_name, label);
-      info.targets.push_back(sample.target);
-      emit();
-    }
-    chunk = data::tar_end();
-    emit();
-    out.flush();
-    if (!out) fail(write_failure_class(errno), "{}: write failed: {}", temporary.string(), std::strerror(errno));
-  }
-  std::uint64_t bytes = 0;
-  const std::uint32_t crc = file_crc32c(temporary, bytes);
-  if (bytes != info.bytes || crc != info.crc32c) {
-    fail(ExitCode::storage, "{}: {} bytes with CRC32C {:08x} on disk, {} with {:08x} written", temporary.string(),
-         bytes, crc, info.bytes, info.crc32c);
-  }
-  destination.put(temporary, planned.name);
-  return info;
-}
-
-std::unique_ptr<Destination> open_destination(const PackRequest& request) {
-  if (s3::is_s3_url(request.destination)) {
-    return std::make_unique<S3Destination>(request.destination, connection_options(request.data),
-                                           request.workdir / "upload");
-  }
-  return std::make_unique<LocalDestination>(request.destination);
-}
+double mib(std::uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 // The source on local disk: itself, or an s3:// prefix staged into the work directory.
 fs::path local_source(const PackRequest& request) {
@@ -303,8 +36,74 @@ fs::path local_source(const PackRequest& request) {
   stage.connection = connection_options(request.data);
   const s3::StagedData staged = s3::stage(stage);
   spdlog::info("pack: staged {}: {} objects, {:.1f} MiB", request.data.source, staged.objects.size(),
-               static_cast<double>(staged.bytes) / (1 << 20));
+               mib(staged.bytes));
   return staged.root;
+}
+
+// The shards of the training set, then the validation set's, split as training splits the source; the index
+// begun with what it says of the source.
+PackPlan plan_pack(const PackRequest& request, const fs::path& source, data::ShardIndex& index) {
+  spec::DataSpec data = request.data;
+  data.source = source.string();
+  const data::FileStore& files = *data::local_files();
+  const auto [train, valid] = data::labelled_images(data, fs::current_path(), request.seed, files);
+  index.task = std::string(spec::name(request.data.task));
+  index.classes = train.classes;
+  index.source = request.data.source;
+  index.seed = request.seed;
+  const bool classification = request.data.task == spec::Task::classification;
+  PackPlan plan;
+  plan.shards = plan_shards(train, "train", files, request.shard_bytes, request.seed, classification);
+  plan.train_shards = plan.shards.size();
+  std::vector<PlannedShard> valid_shards =
+      plan_shards(valid, "valid", files, request.shard_bytes, request.seed, classification);
+  std::move(valid_shards.begin(), valid_shards.end(), std::back_inserter(plan.shards));
+  plan.id = pack_plan_id(plan.shards, request.shard_bytes, request.seed, source);
+  return plan;
+}
+
+// Every shard of the plan: the ones an interrupted pack of the same plan wrote, and the others written now,
+// `workers` at once.
+std::vector<data::ShardInfo> write_shards(const PackPlan& plan, const PackDestination& destination,
+                                          bool classification, int workers, PackResult& result) {
+  const std::map<std::string, std::uint64_t> existing = destination.existing();
+  // A reader must not take shards being rewritten for the index of another pack.
+  if (existing.count(data::kShardIndexFile)) destination.remove(data::kShardIndexFile);
+  std::vector<std::optional<data::ShardInfo>> shards(plan.shards.size());
+  std::vector<std::size_t> to_write;
+  for (std::size_t i = 0; i < plan.shards.size(); ++i) {
+    shards[i] = kept_shard(plan.shards[i], plan.id, existing, destination);
+    if (!shards[i]) to_write.push_back(i);
+  }
+  result.kept = plan.shards.size() - to_write.size();
+  if (result.kept > 0) spdlog::info("pack: {} shards of an interrupted pack of the same plan are kept", result.kept);
+  std::mutex mutex;
+  run_tasks(to_write.size(), workers, [&](std::size_t n) {
+    const PlannedShard& planned = plan.shards[to_write[n]];
+    const fs::path temporary = destination.temporary_for(planned.name);
+    data::ShardInfo info =
+        data::write_shard(temporary, planned.name, planned.first_key, planned.samples, classification);
+    destination.put(temporary, planned.name);
+    destination.write_text(shard_record_name(planned.name), shard_record(plan.id, info));
+    std::lock_guard<std::mutex> lock(mutex);
+    ++result.written;
+    spdlog::info("pack: {}: {} samples, {:.1f} MiB ({} of {} written)", destination.describe(planned.name),
+                 info.samples, mib(info.bytes), result.written, to_write.size());
+    shards[to_write[n]] = std::move(info);
+  });
+  std::vector<data::ShardInfo> written;
+  for (auto& shard : shards) written.push_back(std::move(*shard));
+  return written;
+}
+
+// The records and the shards of an earlier, larger pack have served their purpose once the index is written.
+void remove_leftovers(const PackPlan& plan, const PackDestination& destination) {
+  std::set<std::string> planned_names;
+  for (const PlannedShard& shard : plan.shards) planned_names.insert(shard.name);
+  for (const auto& [name, size] : destination.existing()) {
+    if (pack_leftover(name, planned_names)) destination.remove(name);
+  }
+  destination.remove(shard_records_folder());  // the emptied folder, on a local disk
 }
 
 }  // namespace
@@ -312,168 +111,28 @@ fs::path local_source(const PackRequest& request) {
 PackResult pack(const PackRequest& request) {
   if (request.shard_bytes < (64u << 10)) fail(ExitCode::usage, "--shard-size-mb: at least 0.0625 (64 KiB)");
   const auto started = std::chrono::steady_clock::now();
-  const bool classification = request.data.task == spec::Task::classification;
   if (request.data.task == spec::Task::multi_label) {
     fail(ExitCode::usage, "--task multi_label: packed shards hold one class or one number per image");
   }
-  spec::DataSpec data = request.data;
-  const fs::path source = local_source(request);
-  data.source = source.string();
-  const auto [train, valid] = data::labelled_images(data, fs::current_path(), request.seed, *data::local_files());
-
   PackResult result;
   data::ShardIndex& index = result.index;
-  index.task = std::string(spec::name(request.data.task));
-  index.classes = train.classes;
-  index.source = request.data.source;
-  index.seed = request.seed;
-  std::vector<PlannedShard> plan =
-      plan_set(train, "train", *data::local_files(), request.shard_bytes, request.seed, classification);
-  const std::size_t train_shards = plan.size();
-  for (PlannedShard& shard : plan_set(valid, "valid", *data::local_files(), request.shard_bytes, request.seed,
-                                      classification)) {
-    plan.push_back(std::move(shard));
-  }
-  const std::string plan_hash = plan_id(plan, request, source);
-
-  const std::unique_ptr<Destination> destination = open_destination(request);
-  const std::map<std::string, std::uint64_t> existing = destination->existing();
-  // A reader must not take shards being rewritten for the index of another pack.
-  if (existing.count(data::kShardIndexFile)) destination->remove(data::kShardIndexFile);
-
-  std::vector<std::optional<data::ShardInfo>> shards(plan.size());
-  std::vector<std::size_t> to_write;
-  for (std::size_t i = 0; i < plan.size(); ++i) {
-    shards[i] = kept_shard(plan[i], plan_hash, existing, *destination);
-    if (shards[i]) {
-      ++result.kept;
-    } else {
-      to_write.push_back(i);
-    }
-  }
-  if (result.kept > 0) spdlog::info("pack: {} shards of an interrupted pack of the same plan are kept", result.kept);
-
-  std::mutex mutex;
-  run_tasks(to_write.size(), request.workers, [&](std::size_t n) {
-    const PlannedShard& planned = plan[to_write[n]];
-    data::ShardInfo info = write_shard(planned, classification, *destination);
-    destination->write_text(record_name(planned.name),
-                            json{{"plan", plan_hash}, {"bytes", info.bytes}, {"crc32c", info.crc32c}}.dump() + "\n");
-    std::lock_guard<std::mutex> lock(mutex);
-    ++result.written;
-    spdlog::info("pack: {}: {} samples, {:.1f} MiB ({} of {} written)", destination->describe(planned.name),
-                 info.samples, static_cast<double>(info.bytes) / (1 << 20), result.written, to_write.size());
-    shards[to_write[n]] = std::move(info);
-  });
-
-  for (std::size_t i = 0; i < plan.size(); ++i) {
-    (i < train_shards ? index.train : index.valid).shards.push_back(std::move(*shards[i]));
+  const PackPlan plan = plan_pack(request, local_source(request), index);
+  const std::unique_ptr<PackDestination> destination = open_pack_destination(
+      request.destination, connection_options(request.data), request.workdir / "upload");
+  const bool classification = request.data.task == spec::Task::classification;
+  std::vector<data::ShardInfo> shards =
+      write_shards(plan, *destination, classification, request.workers, result);
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    (i < plan.train_shards ? index.train : index.valid).shards.push_back(std::move(shards[i]));
   }
   destination->write_text(data::kShardIndexFile, data::shard_index_json(index));
-  // The records and the shards of an earlier, larger pack have served their purpose.
-  std::set<std::string> planned_names;
-  for (const PlannedShard& shard : plan) planned_names.insert(shard.name);
-  for (const auto& [name, size] : destination->existing()) {
-    const bool record = name.rfind(std::string(kRecords) + "/", 0) == 0;
-    const bool stale_shard = fs::path(name).extension() == ".tar" && !planned_names.count(name) &&
-                             (name.rfind("train-", 0) == 0 || name.rfind("valid-", 0) == 0);
-    // A killed pack's temporary files (temporary_sibling's names: .NAME.tmp-...).
-    const bool leftover = name.front() == '.' && name.find(".tar.tmp-") != std::string::npos;
-    if (record || stale_shard || leftover) destination->remove(name);
-  }
-  destination->remove(kRecords);  // the emptied folder, on a local disk
+  remove_leftovers(plan, *destination);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   spdlog::info("pack: {}: {} training samples in {} shards, {} validation samples in {} shards, {:.1f} MiB in "
                "{:.1f} s ({} written, {} kept)", destination->describe(data::kShardIndexFile), index.train.samples(),
                index.train.shards.size(), index.valid.samples(), index.valid.shards.size(),
-               static_cast<double>(index.train.bytes() + index.valid.bytes()) / (1 << 20), seconds, result.written,
-               result.kept);
+               mib(index.train.bytes() + index.valid.bytes()), seconds, result.written, result.kept);
   return result;
-}
-
-int run_pack_command(const std::vector<std::string>& args) {
-  const std::string program = "trainpoint pack";
-  cxxopts::Options options(program, "Packs an image_folder or image_csv source (a local path or s3://bucket/prefix) "
-                                    "into tar shards and index.json at DEST (a local directory or s3://bucket/prefix), "
-                                    "for data.format = \"shards\" (docs/s3.md, \"Packed shards\")");
-  options.add_options()("source", "SRC", cxxopts::value<std::string>())("destination", "DEST", cxxopts::value<std::string>())(
-      "format", "image_folder or image_csv", cxxopts::value<std::string>()->default_value("image_folder"))(
-      "target", "image_csv: the label column", cxxopts::value<std::string>()->default_value("label"))(
-      "task", "classification or regression", cxxopts::value<std::string>()->default_value("classification"))(
-      "valid", "the share held out for validation, as data.valid (a source with train/ and valid/ folders is split "
-               "by them)", cxxopts::value<double>()->default_value("0.2"))(
-      "valid-source", "separate validation data, as data.valid_source", cxxopts::value<std::string>())(
-      "shard-size-mb", "the size shards are cut at", cxxopts::value<double>()->default_value("256"))(
-      "seed", "the order of the samples in the shards, and the validation split (job.seed gives the same split)",
-      cxxopts::value<std::uint64_t>()->default_value("42"))(
-      "workers", "shards written at once (default: the CPUs usable)", cxxopts::value<int>())(
-      "endpoint", "the S3 endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, S3_ENDPOINT_URL, MINIO_URL)",
-      cxxopts::value<std::string>())(
-      "credentials", "an S3 credentials file (default: the chain of docs/s3.md)", cxxopts::value<std::string>())(
-      "workdir", "temporary files (an s3:// source staged, shards before their upload)",
-      cxxopts::value<std::string>())("h,help", "this help");
-  options.parse_positional({"source", "destination"});
-  options.positional_help("SRC DEST");
-  options.set_width(110);
-  std::vector<const char*> argv{program.c_str()};
-  for (const auto& arg : args) argv.push_back(arg.c_str());
-  cxxopts::ParseResult parsed;
-  try {
-    parsed = options.parse(static_cast<int>(argv.size()), argv.data());
-  } catch (const cxxopts::exceptions::exception& error) {
-    fail(ExitCode::usage, "{} (see {} --help)", error.what(), program);
-  }
-  if (parsed.count("help")) {
-    fmt::print("{}", options.help());
-    return 0;
-  }
-  if (!parsed.count("source") || !parsed.count("destination")) {
-    fmt::print(stderr, "{}", options.help());
-    return static_cast<int>(ExitCode::usage);
-  }
-  PackRequest request;
-  request.destination = parsed["destination"].as<std::string>();
-  spec::DataSpec& data = request.data;
-  data.source = parsed["source"].as<std::string>();
-  const std::string format = parsed["format"].as<std::string>();
-  if (format == "image_folder") {
-    data.format = spec::DataFormat::image_folder;
-  } else if (format == "image_csv") {
-    data.format = spec::DataFormat::image_csv;
-  } else {
-    fail(ExitCode::usage, "--format {}: image_folder or image_csv", format);
-  }
-  const std::string task = parsed["task"].as<std::string>();
-  if (task == "classification") {
-    data.task = spec::Task::classification;
-  } else if (task == "regression") {
-    data.task = spec::Task::regression;
-  } else {
-    fail(ExitCode::usage, "--task {}: classification or regression", task);
-  }
-  data.target = parsed["target"].as<std::string>();
-  data.valid = parsed["valid"].as<double>();
-  if (data.valid < 0 || data.valid > 0.9) fail(ExitCode::usage, "--valid {}: 0 to 0.9", data.valid);
-  if (parsed.count("valid-source")) data.valid_source = parsed["valid-source"].as<std::string>();
-  if (parsed.count("endpoint")) data.endpoint = parsed["endpoint"].as<std::string>();
-  if (parsed.count("credentials")) data.credentials = parsed["credentials"].as<std::string>();
-  const double shard_mb = parsed["shard-size-mb"].as<double>();
-  if (!(shard_mb >= 0.0625 && shard_mb <= 1e6)) fail(ExitCode::usage, "--shard-size-mb {}: 0.0625 to 1000000", shard_mb);
-  request.shard_bytes = static_cast<std::uint64_t>(shard_mb * (1 << 20));
-  request.seed = parsed["seed"].as<std::uint64_t>();
-  request.workers = parsed.count("workers") ? parsed["workers"].as<int>() : usable_cores();
-  if (request.workers < 1) fail(ExitCode::usage, "--workers {}: at least 1", request.workers);
-  request.workdir = parsed.count("workdir") ? fs::path(parsed["workdir"].as<std::string>())
-                                            : fs::temp_directory_path() / fmt::format("trainpoint-pack-{}", ::getpid());
-  const bool own_workdir = !parsed.count("workdir");
-  try {
-    pack(request);
-  } catch (...) {
-    if (own_workdir) fs::remove_all(request.workdir);
-    throw;
-  }
-  if (own_workdir) fs::remove_all(request.workdir);
-  return 0;
 }
 
 }  // namespace tp::storage

@@ -4,6 +4,8 @@
 // one sample in memory per worker, each to a temporary name, verified, then renamed (or uploaded); a pack that
 // is run again after an interruption keeps the shards already written for the same plan (the same samples,
 // seed and shard size), recorded beside them in .pack/. The same source and seed give the same bytes.
+// Torch-free (tp_pack): the destinations are in pack_destination.h, the plan and what is kept in pack_plan.h,
+// the shards' bytes in data/shard_writer.h; the command line in entrypoint/cli.cpp.
 #pragma once
 
 #include <cstddef>
@@ -36,8 +38,5 @@ struct PackResult {
 
 // Throws tp::Error: usage (bad request), data (the source), network/storage/output (writing).
 PackResult pack(const PackRequest& request);
-
-// `args` are the words after "pack". Returns the exit code; throws tp::Error on failure.
-int run_pack_command(const std::vector<std::string>& args);
 
 }  // namespace tp::storage

@@ -146,6 +146,17 @@ SamplerOptions shards_of(std::vector<std::size_t> sizes, std::size_t buffer, int
 // The shard each sample of 10 shards of 100 is in.
 std::size_t shard_of(std::size_t sample) { return sample / 100; }
 
+// The sample key is written and read in one place (shard_index.h): what is written reads back, and nothing
+// else is a key.
+TEST(ShardIndex, ASampleKeyReadsBackAndOtherNamesAreNoKeys) {
+  EXPECT_EQ(shard_sample_key(42), "s000000042");
+  EXPECT_EQ(parse_shard_sample_key("s000000042"), 42u);
+  EXPECT_EQ(parse_shard_sample_key(shard_sample_key(999999999)), 999999999u);
+  for (const char* name : {"", "s", "s00000004", "s0000000042", "x000000042", "s00000004a", "s+00000042"}) {
+    EXPECT_FALSE(parse_shard_sample_key(name)) << name;
+  }
+}
+
 TEST(ShardOrder, EachEpochTakesEverySampleOnceShardByShardInANewOrder) {
   const SamplerOptions options = shards_of(std::vector<std::size_t>(10, 100), 1);
   const std::vector<std::size_t> first = epoch_order(options, 0);

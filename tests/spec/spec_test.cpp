@@ -149,6 +149,19 @@ TEST(Spec, ZeroLearningRateIsOutOfRange) {
   EXPECT_NE(load_error(std::string(kMinimal) + "\n[train]\nlr = 0.0\n").find("out of range"), std::string::npos);
 }
 
+// A choice is read by the names choice_names gives it, the spec's own, wherever it is read.
+TEST(Spec, AChoiceIsReadByItsSpecNameAndOtherWordsAreNone) {
+  EXPECT_EQ(parse_choice<Task>("regression"), Task::regression);
+  EXPECT_EQ(parse_choice<DataFormat>("image_csv"), DataFormat::image_csv);
+  EXPECT_EQ(parse_choice<Backend>("auto"), Backend::automatic);
+  for (const Optimizer optimizer : {Optimizer::sgd, Optimizer::adam, Optimizer::adamw}) {
+    EXPECT_EQ(parse_choice<Optimizer>(name(optimizer)), optimizer);
+  }
+  EXPECT_FALSE(parse_choice<Task>("Regression"));
+  EXPECT_FALSE(parse_choice<Backend>("automatic"));
+  EXPECT_FALSE(parse_choice<DataFormat>(""));
+}
+
 TEST(Spec, UnknownChoiceListsTheAllowedOnes) {
   const std::string message = load_error(std::string(kMinimal) + "\n[train]\noptimizer = \"adamax\"\n");
   EXPECT_EQ(message, "train.toml:9:13: train.optimizer: 'adamax' is not one of: sgd, adam, adamw");

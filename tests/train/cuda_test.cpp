@@ -15,6 +15,7 @@
 #include <numeric>
 #include <nlohmann/json.hpp>
 
+#include "data/labelled_images.h"
 #include "model/model.h"
 #include "spec/spec.h"
 #include "support/background_process.h"

@@ -20,6 +20,7 @@
 
 #include "common/base64.h"
 #include "data/dataset.h"
+#include "data/labelled_images.h"
 #include "data/image.h"
 #include "data/make_dataset.h"
 #include "model/model.h"

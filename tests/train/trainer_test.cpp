@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "spec/spec.h"
+#include "data/labelled_images.h"
 #include "model/model.h"
 #include "support/ranks_on_threads.h"
 #include "support/temp_dir.h"
