@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstdlib>
+#include <iostream>
+#include <tuple>
 // --set values are whole TOML values such as data.augment=["flip","random_resized_crop"]: a repeated
 // option, never split at commas.
 #define CXXOPTS_VECTOR_DELIMITER '\n'
@@ -76,6 +79,19 @@ constexpr CommandText kCommands[] = {
      "Packs an image_folder or image_csv source (a local path or s3://bucket/prefix) into tar shards and\n"
      "index.json at DEST (a local directory or s3://bucket/prefix), for data.format = \"shards\"\n"
      "(docs/s3.md, \"Packed shards\")."},
+    {Command::s3, "s3",
+     "usage: trainpoint s3 ls s3://bucket[/prefix] [--recursive]\n"
+     "       trainpoint s3 cp SOURCE DESTINATION [--recursive] [--verbose]   (one side s3://, the other "
+     "local)\n"
+     "       trainpoint s3 sync SOURCE DESTINATION                (s3:// prefix <-> local directory)",
+     "Lists and copies S3 objects with trainpoint's client (docs/s3.md, \"Command line\").\n"
+     "Exit codes: 0 success; 2 bad arguments; 1-127 permanent failures; 128-255 retryable "
+     "(docs/exit-codes.md)."},
+    {Command::make_dataset, "make-dataset",
+     "usage: trainpoint make-dataset images --out DIR [options]\n"
+     "       trainpoint make-dataset table --out FILE.csv [options]",
+     "Learnable synthetic datasets: `images` (an image folder of shapes, one subdirectory per class) or\n"
+     "`table` (a CSV). The same arguments give the same bytes."},
     {Command::spec_reference, "spec-reference", "usage: trainpoint spec-reference",
      "Prints the reference of every spec setting, its type, default and bounds (docs/spec.md)."},
     {Command::version, "version", "usage: trainpoint version    (or trainpoint --version)",
@@ -124,6 +140,7 @@ std::string absolute(const std::string& path) {
 void add_pack_options(cxxopts::Options& parser, std::vector<std::string>& groups) {
   parser.add_options()("source", "SRC", cxxopts::value<std::string>())
       ("destination", "DEST", cxxopts::value<std::string>());
+  parser.parse_positional({"source", "destination"});
   groups.push_back("pack");
   parser.add_options("pack")
       ("format", "image_folder or image_csv", cxxopts::value<std::string>()->default_value("image_folder"))
@@ -142,6 +159,74 @@ void add_pack_options(cxxopts::Options& parser, std::vector<std::string>& groups
        cxxopts::value<std::string>())
       ("workdir", "temporary files (an s3:// source staged, shards before their upload)",
        cxxopts::value<std::string>());
+}
+
+// `trainpoint s3`'s options: the verb and its paths, what the S3 connection and transfers are.
+void add_s3_options(cxxopts::Options& parser, std::vector<std::string>& groups) {
+  parser.add_options()("verb", "ls, cp or sync", cxxopts::value<std::string>())
+      ("paths", "the URL, or SOURCE and DESTINATION", cxxopts::value<std::vector<std::string>>());
+  parser.parse_positional({"verb", "paths"});
+  groups.push_back("s3");
+  parser.add_options("s3")
+      ("r,recursive", "ls: every key under the prefix; cp: a whole directory or prefix (verified; same files "
+       "skipped)")
+      ("v,verbose", "cp, sync: a line per file uploaded (by default a progress line on a terminal, then a "
+       "summary: files, bytes, seconds)")
+      ("endpoint", "the S3 endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, S3_ENDPOINT_URL, "
+       "MINIO_URL, else AWS)", cxxopts::value<std::string>(), "URL")
+      ("region", "the signing region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's, else "
+       "us-east-1)", cxxopts::value<std::string>(), "NAME")
+      ("credentials", "keys from this file (shell export lines or JSON); default: the chain of docs/s3.md",
+       cxxopts::value<std::string>(), "FILE")
+      ("tenant", "the MinIO tenant whose Vault secret /vault/secrets/minio-NAME holds the keys",
+       cxxopts::value<std::string>(), "NAME")
+      ("ca-bundle", "PEM file of extra CAs trusted for HTTPS", cxxopts::value<std::string>(), "FILE")
+      ("parallelism", "transfers in flight (default 16)", cxxopts::value<int>(), "N")
+      ("part-size-mib", "multipart part size in MiB (default 8)", cxxopts::value<int>(), "N");
+}
+
+// `trainpoint make-dataset`'s options: the kind, where it goes and what it holds.
+void add_make_dataset_options(cxxopts::Options& parser, std::vector<std::string>& groups) {
+  parser.add_options()("kind", "images or table", cxxopts::value<std::string>());
+  parser.parse_positional({"kind"});
+  groups.push_back("make-dataset");
+  parser.add_options("make-dataset")
+      ("out", "output directory (images) or CSV file (table)", cxxopts::value<std::string>())
+      ("classes", "image classes (shapes), 2-8", cxxopts::value<int>()->default_value("3"))
+      ("per-class", "images per class", cxxopts::value<int>()->default_value("60"))
+      ("count", "total images (overrides --per-class)", cxxopts::value<int>())
+      ("size", "image size: N or WxH", cxxopts::value<std::string>()->default_value("32"))
+      ("format", "png, jpeg or mixed", cxxopts::value<std::string>()->default_value("png"))
+      ("channels", "1 (gray) or 3 (RGB)", cxxopts::value<int>()->default_value("3"))
+      ("rows", "table rows", cxxopts::value<int>()->default_value("1000"))
+      ("task", "table: classification or regression",
+       cxxopts::value<std::string>()->default_value("classification"))
+      ("seed", "random seed", cxxopts::value<std::uint64_t>()->default_value("1"));
+}
+
+// render-job's flags, each the [k8s] key of the same name (docs/guide.md).
+void add_render_job_options(cxxopts::Options& parser, std::vector<std::string>& groups) {
+  groups.push_back("render-job");
+  parser.add_options("render-job")
+      ("kind", "pytorchjob or trainjob", cxxopts::value<std::string>())
+      ("name", "the job's name in Kubernetes (default: job.name)", cxxopts::value<std::string>())
+      ("namespace", "the namespace", cxxopts::value<std::string>())
+      ("image", "the trainpoint image", cxxopts::value<std::string>())
+      ("workers", "pods (nodes) in the job", cxxopts::value<std::string>())
+      ("gpus", "GPUs per pod, one process each", cxxopts::value<std::string>())
+      ("cpu", "CPU per pod, such as 8", cxxopts::value<std::string>())
+      ("memory", "memory per pod, such as 32Gi", cxxopts::value<std::string>())
+      ("shm-size", "size limit of /dev/shm", cxxopts::value<std::string>())
+      ("scratch", "node directory for checkouts, caches and a relative job.output",
+       cxxopts::value<std::string>())
+      ("secret", "Secret holding TRAINPOINT_GIT_TOKEN / AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY",
+       cxxopts::value<std::string>())
+      ("vault-role", "Vault role for the platform's Vault agent", cxxopts::value<std::string>())
+      ("vault-tenant", "MinIO tenant of the Vault secret", cxxopts::value<std::string>())
+      ("vault-path", "Vault path of the MinIO keys", cxxopts::value<std::string>())
+      ("checkout", "local working tree of --repo to read --spec from (default: .)",
+       cxxopts::value<std::string>())
+      ("o,output", "write the manifest to this file instead of stdout", cxxopts::value<std::string>());
 }
 
 // The options of `command`, in groups that its help lists in this order.
@@ -192,31 +277,15 @@ cxxopts::Options command_parser(Command command, std::vector<std::string>& group
   if (command == Command::run) {
     parser.add_options("main")("no-preflight", "skip the preflight checks (env TRAINPOINT_NO_PREFLIGHT=1)");
   }
-  if (command == Command::check) parser.add_options()("file", "the spec file", cxxopts::value<std::string>());
-  if (command == Command::render_job) {
-    // Each flag sets the [k8s] key of the same name (docs/guide.md).
-    groups.push_back("render-job");
-    parser.add_options("render-job")
-        ("kind", "pytorchjob or trainjob", cxxopts::value<std::string>())
-        ("name", "the job's name in Kubernetes (default: job.name)", cxxopts::value<std::string>())
-        ("namespace", "the namespace", cxxopts::value<std::string>())
-        ("image", "the trainpoint image", cxxopts::value<std::string>())
-        ("workers", "pods (nodes) in the job", cxxopts::value<std::string>())
-        ("gpus", "GPUs per pod, one process each", cxxopts::value<std::string>())
-        ("cpu", "CPU per pod, such as 8", cxxopts::value<std::string>())
-        ("memory", "memory per pod, such as 32Gi", cxxopts::value<std::string>())
-        ("shm-size", "size limit of /dev/shm", cxxopts::value<std::string>())
-        ("scratch", "node directory for checkouts, caches and a relative job.output", cxxopts::value<std::string>())
-        ("secret", "Secret holding TRAINPOINT_GIT_TOKEN / AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY",
-         cxxopts::value<std::string>())
-        ("vault-role", "Vault role for the platform's Vault agent", cxxopts::value<std::string>())
-        ("vault-tenant", "MinIO tenant of the Vault secret", cxxopts::value<std::string>())
-        ("vault-path", "Vault path of the MinIO keys", cxxopts::value<std::string>())
-        ("checkout", "local working tree of --repo to read --spec from (default: .)", cxxopts::value<std::string>())
-        ("o,output", "write the manifest to this file instead of stdout", cxxopts::value<std::string>());
+  if (command == Command::check) {
+    parser.add_options()("file", "the spec file", cxxopts::value<std::string>());
+    parser.parse_positional({"file"});
   }
+  if (command == Command::render_job) add_render_job_options(parser, groups);
   if (command == Command::pack) add_pack_options(parser, groups);
-  if (command != Command::version && command != Command::spec_reference && command != Command::pack) {
+  if (command == Command::s3) add_s3_options(parser, groups);
+  if (command == Command::make_dataset) add_make_dataset_options(parser, groups);
+  if (trains || command == Command::render_job) {
     groups.push_back("logging");
     parser.add_options("logging")
         ("log-format", "text or json (env TRAINPOINT_LOG_FORMAT)", cxxopts::value<std::string>())
@@ -233,8 +302,9 @@ std::string command_help(const CommandText& text, const cxxopts::Options& parser
     const std::string options = parser.help(groups, /*print_usage=*/false);
     help += options.substr(options.find_first_not_of('\n') - 1);  // one blank line before the groups
   }
-  const bool reads_environment = text.command != Command::render_job && text.command != Command::pack;
-  if (reads_environment && !groups.empty()) help += kEnvironmentAndExits;
+  const bool reads_environment =
+      text.command == Command::run || text.command == Command::preflight || text.command == Command::check;
+  if (reads_environment) help += kEnvironmentAndExits;
   return help;
 }
 
@@ -263,14 +333,26 @@ bool flag(const cxxopts::ParseResult& parsed, const char* name, const char* env)
   return parsed.count(name) > 0 || value == "1" || value == "true";
 }
 
-// The choice `word` names among `allowed`, by the spec's names of choices; else a usage error naming them.
+// The choice `word` names among `allowed`, by the spec's names of choices; else a usage error naming them:
+// "`what` `word`: a, b or c".
 template <typename Choice, std::size_t N>
-Choice choice_among(const char* option_name, const std::string& word, const std::array<Choice, N>& allowed) {
+Choice choice_among(const char* what, const std::string& word, const std::array<Choice, N>& allowed) {
   const auto choice = spec::parse_choice<Choice>(word);
   if (choice && std::find(allowed.begin(), allowed.end(), *choice) != allowed.end()) return *choice;
-  std::vector<std::string_view> names;
-  for (const Choice each : allowed) names.push_back(spec::name(each));
-  fail(ExitCode::usage, "--{} {}: {}", option_name, word, fmt::join(names, " or "));
+  std::string names(spec::name(allowed.front()));
+  for (std::size_t i = 1; i < N; ++i) {
+    names += fmt::format("{}{}", i + 1 < N ? ", " : " or ", spec::name(allowed[i]));
+  }
+  fail(ExitCode::usage, "{} {}: {}", what, word, names);
+}
+
+// Every choice of `Choice`, in the order of its names.
+template <typename Choice>
+auto every_choice() {
+  constexpr std::size_t count = choice_names(Choice{}).size();
+  std::array<Choice, count> choices{};
+  for (std::size_t i = 0; i < count; ++i) choices[i] = static_cast<Choice>(i);
+  return choices;
 }
 
 // The words after the program name, parsed as `name`'s options.
@@ -292,9 +374,9 @@ storage::PackRequest pack_request(const cxxopts::ParseResult& parsed) {
   request.destination = parsed["destination"].as<std::string>();
   spec::DataSpec& data = request.data;
   data.source = parsed["source"].as<std::string>();
-  data.format = choice_among("format", parsed["format"].as<std::string>(),
+  data.format = choice_among("--format", parsed["format"].as<std::string>(),
                              std::array{spec::DataFormat::image_folder, spec::DataFormat::image_csv});
-  data.task = choice_among("task", parsed["task"].as<std::string>(),
+  data.task = choice_among("--task", parsed["task"].as<std::string>(),
                            std::array{spec::Task::classification, spec::Task::regression});
   data.target = parsed["target"].as<std::string>();
   data.valid = parsed["valid"].as<double>();
@@ -311,6 +393,71 @@ storage::PackRequest pack_request(const cxxopts::ParseResult& parsed) {
   request.workers = parsed.count("workers") ? parsed["workers"].as<int>() : usable_cores();
   if (request.workers < 1) fail(ExitCode::usage, "--workers {}: at least 1", request.workers);
   if (parsed.count("workdir")) request.workdir = parsed["workdir"].as<std::string>();
+  return request;
+}
+
+// A number option's value, at least 1.
+int positive(const cxxopts::ParseResult& parsed, const char* name) {
+  const int value = parsed[name].as<int>();
+  if (value < 1) fail(ExitCode::usage, "--{} {}: at least 1", name, value);
+  return value;
+}
+
+s3::S3Command s3_command(const cxxopts::ParseResult& parsed) {
+  s3::S3Command command;
+  command.verb = choice_among("s3", parsed["verb"].as<std::string>(), every_choice<s3::Verb>());
+  const auto paths = parsed.count("paths") ? parsed["paths"].as<std::vector<std::string>>()
+                                           : std::vector<std::string>();
+  const bool lists = command.verb == s3::Verb::ls;
+  if (paths.size() != (lists ? 1u : 2u)) {
+    fail(ExitCode::usage, "s3 {} takes {} (see trainpoint s3 --help)", spec::name(command.verb),
+         lists ? "one s3:// URL" : "SOURCE and DESTINATION");
+  }
+  command.source = paths.front();
+  if (!lists) command.destination = paths.back();
+  command.recursive = parsed.count("recursive") > 0;
+  command.verbose = parsed.count("verbose") > 0;
+  s3::ConnectionOptions& connection = command.connection;
+  const std::pair<const char*, std::string*> connection_options[] = {
+      {"endpoint", &connection.endpoint}, {"region", &connection.region},
+      {"credentials", &connection.credentials_file}, {"tenant", &connection.tenant},
+      {"ca-bundle", &connection.ca_bundle}};
+  for (const auto& [name, value] : connection_options) {
+    if (parsed.count(name)) *value = parsed[name].as<std::string>();
+  }
+  if (parsed.count("parallelism")) command.transfer.parallelism = positive(parsed, "parallelism");
+  if (parsed.count("part-size-mib")) {
+    command.transfer.part_size = static_cast<std::uint64_t>(positive(parsed, "part-size-mib")) << 20;
+  }
+  return command;
+}
+
+// --size: N (a square) or WxH.
+std::pair<int, int> image_size(const std::string& text) {
+  int width = 0, height = 0;
+  if (std::sscanf(text.c_str(), "%dx%d", &width, &height) == 2 && width > 0 && height > 0) {
+    return {width, height};
+  }
+  if (std::sscanf(text.c_str(), "%d", &width) == 1 && width > 0) return {width, width};
+  fail(ExitCode::usage, "--size: '{}' is not N or WxH", text);
+}
+
+data::MakeDatasetRequest make_dataset_request(const cxxopts::ParseResult& parsed) {
+  data::MakeDatasetRequest request;
+  request.kind =
+      choice_among("make-dataset", parsed["kind"].as<std::string>(), every_choice<data::DatasetKind>());
+  request.out = parsed["out"].as<std::string>();
+  request.classes = parsed["classes"].as<int>();
+  request.count =
+      parsed.count("count") ? parsed["count"].as<int>() : request.classes * parsed["per-class"].as<int>();
+  std::tie(request.width, request.height) = image_size(parsed["size"].as<std::string>());
+  request.format =
+      choice_among("--format", parsed["format"].as<std::string>(), every_choice<data::ImageFileFormat>());
+  request.channels = parsed["channels"].as<int>();
+  request.rows = parsed["rows"].as<int>();
+  request.task = choice_among("--task", parsed["task"].as<std::string>(),
+                              std::array{spec::Task::classification, spec::Task::regression});
+  request.seed = parsed["seed"].as<std::uint64_t>();
   return request;
 }
 
@@ -412,6 +559,17 @@ void read_render_job_options(const cxxopts::ParseResult& parsed, Options& option
   if (parsed.count("output")) options.manifest_file = parsed["output"].as<std::string>();
 }
 
+// Whether `command`'s words lack what it cannot run without: then its help goes to stderr with exit 2, as a
+// bare `trainpoint`'s does.
+bool lacks_required_words(Command command, const cxxopts::ParseResult& parsed) {
+  switch (command) {
+    case Command::pack: return !(parsed.count("source") && parsed.count("destination"));
+    case Command::s3: return !parsed.count("verb");
+    case Command::make_dataset: return !(parsed.count("kind") && parsed.count("out"));
+    default: return false;
+  }
+}
+
 void check_required(const Options& options, const std::string& name) {
   const bool needs_spec = options.command == Command::run || options.command == Command::preflight ||
                           options.command == Command::check || options.command == Command::render_job;
@@ -441,33 +599,27 @@ Options parse(int argc, char** argv) {
     return options;
   }
   options.arguments.assign(argv + 1, argv + argc);
-  if (name == "s3" || name == "make-dataset") {
-    // These commands parse their own words, --help included (docs/s3.md, runtime/data/make_dataset.h).
-    options.command = name == "s3" ? Command::s3 : Command::make_dataset;
-    options.own_arguments.assign(argv + 2, argv + argc);
-    return options;
-  }
   const CommandText* text = command_text(name);
   if (text == nullptr) unknown_command(name);
   options.command = text->command;
 
   std::vector<std::string> groups;
   cxxopts::Options parser = command_parser(text->command, groups);
-  if (text->command == Command::check) parser.parse_positional({"file"});
-  if (text->command == Command::pack) parser.parse_positional({"source", "destination"});
   const cxxopts::ParseResult parsed = parse_words(parser, argc, argv, name);
-  // pack without SRC and DEST, as a bare `trainpoint`: its help on stderr, exit 2.
-  const bool without_paths =
-      text->command == Command::pack && !(parsed.count("source") && parsed.count("destination"));
-  if (parsed.count("help") || without_paths) {
+  // `trainpoint s3 help` as `trainpoint s3 --help`
+  const bool asks_help =
+      parsed.count("help") || (parsed.count("verb") && parsed["verb"].as<std::string>() == "help");
+  if (asks_help || lacks_required_words(text->command, parsed)) {
     options.help_text = command_help(*text, parser, groups);
     options.command = Command::help;
-    options.usage_error = !parsed.count("help");
+    options.usage_error = !asks_help;
     return options;
   }
-  if (text->command == Command::pack) {
-    options.pack = pack_request(parsed);
-    return options;
+  switch (text->command) {
+    case Command::pack: options.pack = pack_request(parsed); return options;
+    case Command::s3: options.s3_command = s3_command(parsed); return options;
+    case Command::make_dataset: options.make_dataset = make_dataset_request(parsed); return options;
+    default: break;
   }
   read_spec_options(parsed, options);
   read_git_options(parsed, options);
@@ -475,6 +627,19 @@ Options parse(int argc, char** argv) {
   read_render_job_options(parsed, options);
   check_required(options, name);
   return options;
+}
+
+Options parse(const std::vector<std::string>& words) {
+  std::vector<std::string> line{"trainpoint"};
+  line.insert(line.end(), words.begin(), words.end());
+  std::vector<char*> argv;
+  for (std::string& word : line) argv.push_back(word.data());
+  return parse(static_cast<int>(argv.size()), argv.data());
+}
+
+int print_help(const Options& options) {
+  (options.usage_error ? std::cerr : std::cout) << options.help_text;
+  return options.usage_error ? static_cast<int>(ExitCode::usage) : 0;
 }
 
 }  // namespace tp::cli

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "common/log.h"
+#include "data/make_dataset.h"
 #include "git/checkout.h"
+#include "s3/command.h"
 #include "storage/pack.h"
 
 namespace tp::cli {
@@ -33,12 +35,18 @@ struct Options {
   std::vector<std::string> k8s_overrides;
   std::string checkout;
   std::string manifest_file;
-  std::vector<std::string> own_arguments;  // `trainpoint s3|make-dataset ...`: the words after the command
   // pack: what is packed and where; an empty workdir is a temporary folder of the command's own.
   storage::PackRequest pack;
+  s3::S3Command s3_command;                // s3 ls|cp|sync
+  data::MakeDatasetRequest make_dataset;  // make-dataset images|table
 };
 
 // Throws tp::Error (ExitCode::usage) with a message naming the bad option.
 Options parse(int argc, char** argv);
+// The same for `words`, the words after the program name (tools that stand in for one command, tests).
+Options parse(const std::vector<std::string>& words);
+
+// Command::help: prints options.help_text (on stderr for a usage error); returns the exit code.
+int print_help(const Options& options);
 
 }  // namespace tp::cli

@@ -501,15 +501,13 @@ int execute(const cli::Options& options) {
     case cli::Command::check: return check(options);
     case cli::Command::version: return version();
     case cli::Command::spec_reference: std::cout << spec::markdown_reference(); return 0;
-    case cli::Command::s3: return s3::run_s3_command(options.own_arguments);
-    case cli::Command::make_dataset: return data::run_make_dataset("trainpoint make-dataset", options.own_arguments);
+    case cli::Command::s3: return s3::run_s3_command(options.s3_command);
+    case cli::Command::make_dataset: return data::make_dataset(options.make_dataset);
     case cli::Command::pack: return pack_command(options.pack);
     case cli::Command::run: return run(options);
     case cli::Command::preflight: return preflight_command(options);
     case cli::Command::render_job: return render_job(options);
-    case cli::Command::help:
-      (options.usage_error ? std::cerr : std::cout) << options.help_text;
-      return options.usage_error ? static_cast<int>(ExitCode::usage) : 0;
+    case cli::Command::help: return cli::print_help(options);
   }
   return 0;
 }

@@ -2,11 +2,11 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -21,88 +21,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kUsage[] =
-    "usage: trainpoint s3 ls s3://bucket[/prefix] [--recursive]\n"
-    "       trainpoint s3 cp SOURCE DESTINATION [--recursive] [--verbose]   (one side s3://, the other local)\n"
-    "       trainpoint s3 sync SOURCE DESTINATION                (s3:// prefix <-> local directory)\n"
-    "options: --endpoint URL --region NAME --credentials FILE --tenant NAME --ca-bundle FILE\n"
-    "         --parallelism N --part-size-mib N";
-
-// What `trainpoint s3 --help` adds to the usage.
-constexpr char kOptions[] =
-    "\noptions:\n"
-    "  -r, --recursive      ls: every key under the prefix; cp: a whole directory or prefix (verified; same files skipped)\n"
-    "  -v, --verbose        cp, sync: a line per file uploaded (by default a progress line on a terminal, then a\n"
-    "                       summary: files, bytes, seconds)\n"
-    "  --endpoint URL       the S3 endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, S3_ENDPOINT_URL,\n"
-    "                       MINIO_URL, else AWS)\n"
-    "  --region NAME        the signing region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's, else us-east-1)\n"
-    "  --credentials FILE   keys from this file (shell export lines or JSON); default: the chain of docs/s3.md\n"
-    "  --tenant NAME        the MinIO tenant whose Vault secret /vault/secrets/minio-NAME holds the keys\n"
-    "  --ca-bundle FILE     PEM file of extra CAs trusted for HTTPS\n"
-    "  --parallelism N      transfers in flight (default 16)\n"
-    "  --part-size-mib N    multipart part size in MiB (default 8)\n"
-    "Exit codes: 0 success; 2 bad arguments; 1-127 permanent failures; 128-255 retryable (docs/exit-codes.md).";
-
-struct Arguments {
-  std::string verb;
-  std::vector<std::string> positional;
-  bool recursive = false;
-  bool verbose = false;
-  ConnectionOptions connection;
-  TransferSettings transfer;
-};
-
-Arguments parse(const std::vector<std::string>& args) {
-  if (args.empty()) fail(ExitCode::usage, "{}", kUsage);
-  Arguments parsed;
-  parsed.verb = args[0];
-  std::map<std::string, std::string*> string_options = {
-      {"--endpoint", &parsed.connection.endpoint},
-      {"--region", &parsed.connection.region},
-      {"--credentials", &parsed.connection.credentials_file},
-      {"--tenant", &parsed.connection.tenant},
-      {"--ca-bundle", &parsed.connection.ca_bundle},
-  };
-  for (std::size_t i = 1; i < args.size(); ++i) {
-    const std::string& word = args[i];
-    if (word == "--recursive" || word == "-r") {
-      parsed.recursive = true;
-    } else if (word == "--verbose" || word == "-v") {
-      parsed.verbose = true;
-    } else if (string_options.count(word) != 0 || word == "--parallelism" || word == "--part-size-mib") {
-      if (i + 1 >= args.size()) fail(ExitCode::usage, "{} needs a value\n{}", word, kUsage);
-      const std::string& value = args[++i];
-      if (string_options.count(word) != 0) {
-        *string_options[word] = value;
-        continue;
-      }
-      int number = 0;
-      try {
-        number = std::stoi(value);
-      } catch (const std::exception&) {
-        number = 0;
-      }
-      if (number < 1) fail(ExitCode::usage, "{} needs a positive number, not '{}'", word, value);
-      if (word == "--parallelism") {
-        parsed.transfer.parallelism = number;
-      } else {
-        parsed.transfer.part_size = static_cast<std::uint64_t>(number) << 20;
-      }
-    } else if (word.rfind("--", 0) == 0) {
-      fail(ExitCode::usage, "unknown option {}\n{}", word, kUsage);
-    } else {
-      parsed.positional.push_back(word);
-    }
-  }
-  return parsed;
-}
-
-int list_command(const Arguments& arguments) {
-  if (arguments.positional.size() != 1) fail(ExitCode::usage, "{}", kUsage);
-  const S3Url url = parse_s3_url(arguments.positional[0]);
-  Client client(resolve_connection(arguments.connection), arguments.transfer);
-  const Listing listing = client.list(url.bucket, url.key, arguments.recursive ? "" : "/");
+int list_command(const S3Command& command) {
+  const S3Url url = parse_s3_url(command.source);
+  Client client(resolve_connection(command.connection), command.transfer);
+  const Listing listing = client.list(url.bucket, url.key, command.recursive ? "" : "/");
   for (const auto& common : listing.common_prefixes) std::printf("%12s %s\n", "PRE", common.c_str());
   for (const auto& object : listing.objects) {
     std::printf("%12llu %s\n", static_cast<unsigned long long>(object.size), object.key.c_str());
@@ -171,39 +93,37 @@ void upload_files(Client& client, const std::string& bucket, const std::vector<U
   report.finish(bucket, items, stored);
 }
 
-StageRequest stage_request(const Arguments& arguments, const std::string& source,
-                           const fs::path& destination) {
+StageRequest stage_request(const S3Command& command) {
   StageRequest request;
-  request.source = source;
-  request.destination = destination;
+  request.source = command.source;
+  request.destination = command.destination;
   request.reuse = Reuse::contents;  // a copy holds only what the bucket holds
-  request.connection = arguments.connection;
-  request.transfer = arguments.transfer;
+  request.connection = command.connection;
+  request.transfer = command.transfer;
   return request;
 }
 
-int copy_command(const Arguments& arguments) {
-  if (arguments.positional.size() != 2) fail(ExitCode::usage, "{}", kUsage);
-  const std::string& source = arguments.positional[0];
-  const std::string& destination = arguments.positional[1];
+int copy_command(const S3Command& command) {
+  const std::string& source = command.source;
+  const std::string& destination = command.destination;
   if (is_s3_url(source) == is_s3_url(destination))
     fail(ExitCode::usage, "one side of cp must be s3://, the other local");
   if (is_s3_url(destination)) {
-    Client client(resolve_connection(arguments.connection), arguments.transfer);
-    if (fs::is_directory(source) && !arguments.recursive) {
+    Client client(resolve_connection(command.connection), command.transfer);
+    if (fs::is_directory(source) && !command.recursive) {
       fail(ExitCode::usage, "{} is a directory: add --recursive", source);
     }
-    upload_files(client, parse_s3_url(destination).bucket, upload_plan(source, destination), arguments.verbose);
+    upload_files(client, parse_s3_url(destination).bucket, upload_plan(source, destination), command.verbose);
     return 0;
   }
-  if (arguments.recursive) {
-    const StagedData staged = stage(stage_request(arguments, source, destination));
+  if (command.recursive) {
+    const StagedData staged = stage(stage_request(command));
     std::printf("downloaded %zu objects, %zu already present, into %s\n", staged.downloaded, staged.cached,
                 staged.root.c_str());
     return 0;
   }
   const S3Url url = parse_s3_url(source);
-  Client client(resolve_connection(arguments.connection), arguments.transfer);
+  Client client(resolve_connection(command.connection), command.transfer);
   const auto object = client.head(url.bucket, url.key);
   if (!object) fail(ExitCode::data, "no object {} at {}", source, client.connection().endpoint);
   fs::path target = destination;
@@ -213,14 +133,13 @@ int copy_command(const Arguments& arguments) {
   return 0;
 }
 
-int sync_command(const Arguments& arguments) {
-  if (arguments.positional.size() != 2) fail(ExitCode::usage, "{}", kUsage);
-  const std::string& source = arguments.positional[0];
-  const std::string& destination = arguments.positional[1];
+int sync_command(const S3Command& command) {
+  const std::string& source = command.source;
+  const std::string& destination = command.destination;
   if (is_s3_url(source) == is_s3_url(destination))
     fail(ExitCode::usage, "one side of sync must be s3://, the other local");
   if (is_s3_url(source)) {
-    const StagedData staged = stage(stage_request(arguments, source, destination));
+    const StagedData staged = stage(stage_request(command));
     std::printf("downloaded %zu objects, %zu unchanged, into %s\n", staged.downloaded, staged.cached,
                 staged.root.c_str());
     return 0;
@@ -229,7 +148,7 @@ int sync_command(const Arguments& arguments) {
   if (!fs::is_directory(source)) fail(ExitCode::usage, "sync uploads a directory; {} is not one", source);
   const S3Url url = parse_s3_url(destination);
   const std::string prefix = directory_prefix(url.key);
-  Client client(resolve_connection(arguments.connection), arguments.transfer);
+  Client client(resolve_connection(command.connection), command.transfer);
   std::map<std::string, ObjectInfo> remote;
   for (auto& object : client.list(url.bucket, prefix).objects) remote[object.key] = object;
   std::vector<UploadItem> items;
@@ -246,25 +165,20 @@ int sync_command(const Arguments& arguments) {
       items.push_back({entry.path(), key});
     }
   }
-  upload_files(client, url.bucket, items, arguments.verbose);
+  upload_files(client, url.bucket, items, command.verbose);
   std::printf("%zu files unchanged\n", unchanged);
   return 0;
 }
 
 }  // namespace
 
-int run_s3_command(const std::vector<std::string>& args) {
-  // `trainpoint s3 --help`, `trainpoint s3 cp --help`: the usage, as a success.
-  if (std::find(args.begin(), args.end(), "--help") != args.end() ||
-      std::find(args.begin(), args.end(), "-h") != args.end() || (args.size() == 1 && args[0] == "help")) {
-    std::printf("%s\n%s\n", kUsage, kOptions);
-    return 0;
+int run_s3_command(const S3Command& command) {
+  switch (command.verb) {
+    case Verb::ls: return list_command(command);
+    case Verb::cp: return copy_command(command);
+    case Verb::sync: return sync_command(command);
   }
-  const Arguments arguments = parse(args);
-  if (arguments.verb == "ls") return list_command(arguments);
-  if (arguments.verb == "cp") return copy_command(arguments);
-  if (arguments.verb == "sync") return sync_command(arguments);
-  fail(ExitCode::usage, "unknown s3 command '{}'\n{}", arguments.verb, kUsage);
+  throw std::logic_error("unhandled s3 verb " + std::to_string(static_cast<int>(command.verb)));
 }
 
 }  // namespace tp::s3

@@ -1,10 +1,12 @@
-// `trainpoint pack`'s words as cli::parse reads them: the request pack gets, the choices read by the spec's
-// names of them, the usage errors that name the option, and the help.
+// `trainpoint pack`, `s3` and `make-dataset`'s words as cli::parse reads them: the request each command gets,
+// the choices read by their names (spec::choice_names and those beside the requests), the usage errors that
+// name the option, and the help.
 #include "cli.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -12,17 +14,10 @@
 namespace tp::cli {
 namespace {
 
-Options parse_words(std::vector<std::string> words) {
-  words.insert(words.begin(), "trainpoint");
-  std::vector<char*> argv;
-  for (std::string& word : words) argv.push_back(word.data());
-  return parse(static_cast<int>(argv.size()), argv.data());
-}
-
 // The message of the usage error that parsing `words` throws ("" when it throws none).
 std::string usage_error(const std::vector<std::string>& words) {
   try {
-    parse_words(words);
+    parse(words);
   } catch (const Error& error) {
     EXPECT_EQ(error.code(), ExitCode::usage) << error.what();
     return error.what();
@@ -30,8 +25,29 @@ std::string usage_error(const std::vector<std::string>& words) {
   return "";
 }
 
+// The help that `words` ask for, checked: on stdout, starting with `usage`, listing each of `options`.
+std::string help_text(const std::vector<std::string>& words, const std::string& usage,
+                      const std::vector<std::string>& options) {
+  const Options help = parse(words);
+  EXPECT_EQ(help.command, Command::help);
+  EXPECT_FALSE(help.usage_error);
+  EXPECT_EQ(help.help_text.rfind(usage, 0), 0u) << help.help_text;
+  for (const std::string& option : options) {
+    EXPECT_NE(help.help_text.find(option), std::string::npos) << option << "\n" << help.help_text;
+  }
+  return help.help_text;
+}
+
+// `words` lack what their command needs: its help, on stderr as a usage error.
+void expect_help_as_usage_error(const std::vector<std::string>& words, const std::string& help) {
+  const Options lacking = parse(words);
+  EXPECT_EQ(lacking.command, Command::help);
+  EXPECT_TRUE(lacking.usage_error);
+  EXPECT_EQ(lacking.help_text, help);
+}
+
 TEST(PackCommandLine, SourceAndDestinationWithTheDefaultsOfADataSection) {
-  const Options options = parse_words({"pack", "images", "s3://bucket/shards"});
+  const Options options = parse({"pack", "images", "s3://bucket/shards"});
   ASSERT_EQ(options.command, Command::pack);
   const storage::PackRequest& request = options.pack;
   EXPECT_EQ(request.data.source, "images");
@@ -47,7 +63,7 @@ TEST(PackCommandLine, SourceAndDestinationWithTheDefaultsOfADataSection) {
 }
 
 TEST(PackCommandLine, EveryOptionReachesTheRequest) {
-  const Options options = parse_words(
+  const Options options = parse(
       {"pack", "labels.csv", "out", "--format", "image_csv", "--task", "regression", "--target", "age",
        "--valid", "0.1", "--valid-source", "valid.csv", "--shard-size-mb", "0.5", "--seed", "7", "--workers",
        "3", "--endpoint", "http://minio:9000", "--credentials", "keys", "--workdir", "/tmp/work"});
@@ -87,20 +103,131 @@ TEST(PackCommandLine, NumbersOutOfRangeAndUnknownWordsAreUsageErrorsNamingThem) 
 }
 
 TEST(PackCommandLine, HelpOnStdoutAndWithoutBothPathsOnStderrAsAUsageError) {
-  const Options help = parse_words({"pack", "--help"});
-  EXPECT_EQ(help.command, Command::help);
-  EXPECT_FALSE(help.usage_error);
-  EXPECT_EQ(help.help_text.rfind("usage: trainpoint pack SRC DEST [options]", 0), 0u) << help.help_text;
-  for (const char* option :
-       {"--format", "--task", "--valid-source", "--shard-size-mb", "--workers", "--workdir"}) {
-    EXPECT_NE(help.help_text.find(option), std::string::npos) << option << "\n" << help.help_text;
-  }
-  EXPECT_EQ(help.help_text.find("TRAINPOINT_SET"), std::string::npos)
-      << "pack reads no environment variables";
-  const Options without_destination = parse_words({"pack", "images"});
-  EXPECT_EQ(without_destination.command, Command::help);
-  EXPECT_TRUE(without_destination.usage_error);
-  EXPECT_EQ(without_destination.help_text, help.help_text);
+  const std::string help =
+      help_text({"pack", "--help"}, "usage: trainpoint pack SRC DEST [options]",
+                {"--format", "--task", "--valid-source", "--shard-size-mb", "--workers", "--workdir"});
+  EXPECT_EQ(help.find("TRAINPOINT_SET"), std::string::npos) << "pack reads no environment variables";
+  expect_help_as_usage_error({"pack", "images"}, help);
+}
+
+TEST(S3CommandLine, EachVerbWithItsPathsAndOptions) {
+  const Options listing = parse({"s3", "ls", "s3://bucket/prefix/", "-r"});
+  ASSERT_EQ(listing.command, Command::s3);
+  const s3::S3Command& ls = listing.s3_command;
+  EXPECT_EQ(ls.verb, s3::Verb::ls);
+  EXPECT_EQ(ls.source, "s3://bucket/prefix/");
+  EXPECT_TRUE(ls.destination.empty());
+  EXPECT_TRUE(ls.recursive);
+  EXPECT_FALSE(ls.verbose);
+  EXPECT_EQ(ls.transfer.parallelism, s3::TransferSettings().parallelism) << "unset options keep the defaults";
+
+  const s3::S3Command cp =
+      parse({"s3", "cp", "--verbose", "dir", "s3://bucket/prefix/", "--endpoint", "http://minio:9000",
+             "--region", "eu-west-1", "--credentials", "keys", "--tenant", "lab", "--ca-bundle", "ca.pem",
+             "--parallelism", "4", "--part-size-mib", "16"})
+          .s3_command;
+  EXPECT_EQ(cp.verb, s3::Verb::cp);
+  EXPECT_EQ(cp.source, "dir");
+  EXPECT_EQ(cp.destination, "s3://bucket/prefix/");
+  EXPECT_FALSE(cp.recursive);
+  EXPECT_TRUE(cp.verbose);
+  EXPECT_EQ(cp.connection.endpoint, "http://minio:9000");
+  EXPECT_EQ(cp.connection.region, "eu-west-1");
+  EXPECT_EQ(cp.connection.credentials_file, "keys");
+  EXPECT_EQ(cp.connection.tenant, "lab");
+  EXPECT_EQ(cp.connection.ca_bundle, "ca.pem");
+  EXPECT_EQ(cp.transfer.parallelism, 4);
+  EXPECT_EQ(cp.transfer.part_size, 16u << 20);
+
+  EXPECT_EQ(parse({"s3", "sync", "s3://bucket/data", "data", "-v"}).s3_command.verb, s3::Verb::sync);
+}
+
+TEST(S3CommandLine, ABadVerbPathOrNumberIsOneUsageErrorNamingIt) {
+  EXPECT_EQ(usage_error({"s3", "mv", "a", "b"}), "s3 mv: ls, cp or sync");
+  EXPECT_EQ(usage_error({"s3", "ls"}), "s3 ls takes one s3:// URL (see trainpoint s3 --help)");
+  EXPECT_EQ(usage_error({"s3", "cp", "s3://b/k"}),
+            "s3 cp takes SOURCE and DESTINATION (see trainpoint s3 --help)");
+  EXPECT_EQ(usage_error({"s3", "sync", "a", "b", "c"}),
+            "s3 sync takes SOURCE and DESTINATION (see trainpoint s3 --help)");
+  EXPECT_EQ(usage_error({"s3", "cp", "a", "s3://b/k", "--parallelism", "0"}), "--parallelism 0: at least 1");
+  EXPECT_NE(usage_error({"s3", "cp", "a", "s3://b/k", "--parallelism", "zero"}).find("zero"),
+            std::string::npos);
+  const std::string missing = usage_error({"s3", "ls", "s3://b/k", "--endpoint"});
+  EXPECT_NE(missing.find("endpoint"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("see trainpoint s3 --help"), std::string::npos) << missing;
+  EXPECT_NE(usage_error({"s3", "ls", "s3://b/k", "--log-level", "debug"}).find("log-level"),
+            std::string::npos);
+}
+
+TEST(S3CommandLine, HelpOnStdoutAndWithoutAVerbOnStderrAsAUsageError) {
+  const std::string help =
+      help_text({"s3", "cp", "--help"}, "usage: trainpoint s3 ls s3://bucket[/prefix] [--recursive]",
+                {"--recursive", "--verbose", "--endpoint URL", "--region NAME", "--credentials FILE",
+                 "--tenant NAME", "--ca-bundle FILE", "--parallelism N", "--part-size-mib N"});
+  EXPECT_EQ(parse({"s3", "help"}).help_text, help);
+  expect_help_as_usage_error({"s3"}, help);
+}
+
+TEST(MakeDatasetCommandLine, ImagesWithTheDefaultsAndEveryOption) {
+  const std::vector<std::string> words{"make-dataset", "images", "--out", "data"};
+  EXPECT_EQ(parse(words).command, Command::make_dataset);
+  const data::MakeDatasetRequest images = parse(words).make_dataset;
+  EXPECT_EQ(std::pair(images.kind, images.out), std::pair(data::DatasetKind::images, std::string("data")));
+  EXPECT_EQ(std::pair(images.classes, images.count), std::pair(3, 180)) << "60 per class";
+  EXPECT_EQ(std::pair(images.width, images.height), std::pair(32, 32));
+  EXPECT_EQ(images.format, data::ImageFileFormat::png);
+  EXPECT_EQ(images.channels, 3);
+  EXPECT_EQ(images.seed, 1u);
+
+  const data::MakeDatasetRequest chosen =
+      parse({"make-dataset", "images", "--out", "d", "--classes", "5", "--per-class", "7", "--size", "40x24",
+             "--format", "mixed", "--channels", "1", "--seed", "9"})
+          .make_dataset;
+  EXPECT_EQ(chosen.classes, 5);
+  EXPECT_EQ(chosen.count, 35);
+  EXPECT_EQ(chosen.width, 40);
+  EXPECT_EQ(chosen.height, 24);
+  EXPECT_EQ(chosen.format, data::ImageFileFormat::mixed);
+  EXPECT_EQ(chosen.channels, 1);
+  EXPECT_EQ(chosen.seed, 9u);
+  const Options counted =
+      parse({"make-dataset", "images", "--out", "d", "--count", "10", "--per-class", "7"});
+  EXPECT_EQ(counted.make_dataset.count, 10) << "--count wins over --per-class";
+  EXPECT_EQ(parse({"make-dataset", "images", "--out", "d", "--format", "jpeg"}).make_dataset.format,
+            data::ImageFileFormat::jpeg);
+}
+
+TEST(MakeDatasetCommandLine, ATable) {
+  const data::MakeDatasetRequest table =
+      parse({"make-dataset", "table", "--out", "t.csv", "--rows", "50", "--task", "regression"}).make_dataset;
+  EXPECT_EQ(table.kind, data::DatasetKind::table);
+  EXPECT_EQ(table.out, "t.csv");
+  EXPECT_EQ(table.rows, 50);
+  EXPECT_EQ(table.task, spec::Task::regression);
+}
+
+TEST(MakeDatasetCommandLine, ABadChoiceOrValueIsOneUsageErrorNamingIt) {
+  EXPECT_EQ(usage_error({"make-dataset", "pictures", "--out", "d"}),
+            "make-dataset pictures: images or table");
+  EXPECT_EQ(usage_error({"make-dataset", "images", "--out", "d", "--format", "gif"}),
+            "--format gif: png, jpeg or mixed");
+  EXPECT_EQ(usage_error({"make-dataset", "table", "--out", "t.csv", "--task", "multi_label"}),
+            "--task multi_label: classification or regression");
+  EXPECT_EQ(usage_error({"make-dataset", "images", "--out", "d", "--size", "big"}),
+            "--size: 'big' is not N or WxH");
+  const std::string missing = usage_error({"make-dataset", "images", "--out"});
+  EXPECT_NE(missing.find("out"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("see trainpoint make-dataset --help"), std::string::npos) << missing;
+}
+
+TEST(MakeDatasetCommandLine, HelpOnStdoutAndWithoutKindOrOutOnStderrAsAUsageError) {
+  const std::string help =
+      help_text({"make-dataset", "--help"}, "usage: trainpoint make-dataset images --out DIR",
+                {"--out", "--classes", "--per-class", "--count", "--size", "--format", "--channels", "--rows",
+                 "--task", "--seed"});
+  expect_help_as_usage_error({"make-dataset"}, help);
+  expect_help_as_usage_error({"make-dataset", "images"}, help);
+  expect_help_as_usage_error({"make-dataset", "--out", "d"}, help);
 }
 
 }  // namespace

@@ -63,10 +63,13 @@ std::vector<std::string> shapes_with_mislabelled_circles(const fs::path& root, i
                                                          std::size_t mislabelled) {
   for (const auto& [split, per_class, seed] :
        {std::tuple{"train", 60, 1}, std::tuple{"valid", valid_per_class, 2}}) {
-    const int code = data::run_make_dataset(
-        "make-dataset", {"images", "--out", (root / split).string(), "--classes", "3", "--per-class",
-                         std::to_string(per_class), "--size", "24", "--seed", std::to_string(seed)});
-    if (code != 0) throw std::runtime_error("make-dataset failed");
+    data::MakeDatasetRequest shapes;
+    shapes.out = (root / split).string();
+    shapes.classes = 3;
+    shapes.count = 3 * per_class;
+    shapes.width = shapes.height = 24;
+    shapes.seed = static_cast<std::uint64_t>(seed);
+    data::make_dataset(shapes);
   }
   std::vector<std::string> moved;
   const std::vector<fs::path> circles = files_in(root / "valid/circle");
