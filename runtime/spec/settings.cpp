@@ -4,6 +4,7 @@
 
 #include <iterator>
 #include <type_traits>
+#include <utility>
 
 namespace tp::spec {
 namespace {
@@ -12,23 +13,13 @@ namespace {
 class Declare {
  public:
   template <typename Section, typename T>
-  Declare(const char* key, Section Spec::*section, T Section::*member) {
-    setting_.key = key;
-    if constexpr (std::is_enum_v<T>) {
-      // Stored as the enum, read and written as its name; the loader checks the name against `choices` first.
-      static constexpr auto names = choice_names(T{});
-      setting_.kind = Kind::choice;
-      setting_.choices.assign(names.begin(), names.end());
-      setting_.assign = [section, member](Spec& spec, const Value& value) {
-        spec.*section.*member = *parse_choice<T>(std::get<std::string>(value));
-      };
-      setting_.read = [section, member](const Spec& spec) -> Value { return std::string(name(spec.*section.*member)); };
-    } else {
-      setting_.kind = kind_of<T>();
-      setting_.assign = [section, member](Spec& spec, const Value& value) { spec.*section.*member = std::get<T>(value); };
-      setting_.read = [section, member](const Spec& spec) -> Value { return spec.*section.*member; };
-    }
-  }
+  Declare(const char* key, Section Spec::*section, T Section::*member)
+      : Declare(key, std::in_place_type<T>, [section, member](auto& spec) -> auto& { return spec.*section.*member; }) {}
+  // A setting of a table inside a section ([train.early_stop]).
+  template <typename Section, typename Group, typename T>
+  Declare(const char* key, Section Spec::*section, Group Section::*group, T Group::*member)
+      : Declare(key, std::in_place_type<T>,
+                [section, group, member](auto& spec) -> auto& { return spec.*section.*group.*member; }) {}
   template <typename T>
   Declare& fallback(T value) {
     if constexpr (std::is_same_v<T, const char*>) {
@@ -74,6 +65,25 @@ class Declare {
   operator Setting() const { return setting_; }
 
  private:
+  // `field(spec)` is the member the setting is stored in, for a Spec and a const Spec.
+  template <typename T, typename Field>
+  Declare(const char* key, std::in_place_type_t<T>, Field field) {
+    setting_.key = key;
+    if constexpr (std::is_enum_v<T>) {
+      // Stored as the enum, read and written as its name; the loader checks the name against `choices` first.
+      static constexpr auto names = choice_names(T{});
+      setting_.kind = Kind::choice;
+      setting_.choices.assign(names.begin(), names.end());
+      setting_.assign = [field](Spec& spec, const Value& value) {
+        field(spec) = *parse_choice<T>(std::get<std::string>(value));
+      };
+      setting_.read = [field](const Spec& spec) -> Value { return std::string(name(field(spec))); };
+    } else {
+      setting_.kind = kind_of<T>();
+      setting_.assign = [field](Spec& spec, const Value& value) { field(spec) = std::get<T>(value); };
+      setting_.read = [field](const Spec& spec) -> Value { return field(spec); };
+    }
+  }
   template <typename T>
   static Kind kind_of() {
     if constexpr (std::is_same_v<T, bool>) return Kind::boolean;
@@ -86,6 +96,15 @@ class Declare {
   }
   Setting setting_;
 };
+
+// The per-epoch metrics a run reports (metrics.jsonl's names), which early stopping and keep_best may watch.
+std::vector<std::string> metric_names() {
+  return {"valid_loss", "accuracy", "error_rate", "top_k_accuracy", "mae", "mse", "train_loss"};
+}
+std::vector<std::string> with_none(std::vector<std::string> names) {
+  names.insert(names.begin(), "none");
+  return names;
+}
 
 std::vector<Setting> job_settings() {
   return {
@@ -292,6 +311,21 @@ std::vector<Setting> train_settings() {
                "exponentially from 1e-7 to 10, stopping when the smoothed loss passes 4x its minimum. Writes "
                "lr_find.jsonl and lr_find.html and logs the suggested train.lr (a tenth of the lr with the lowest "
                "loss) and the lr of the steepest descent; no model is saved (docs/training.md)."),
+      Declare("train.early_stop.patience", &Spec::train, &TrainSpec::early_stop, &EarlyStopSpec::patience)
+          .fallback(0).range(0, 100000)
+          .doc("Early stopping, as fastai's EarlyStoppingCallback: the run stops after this many epochs in a row "
+               "without `train.early_stop.monitor` improving by `min_delta` on its best value, all ranks at the "
+               "same step. The log, run.json and report.html say where and why (docs/training.md). 0: off."),
+      Declare("train.early_stop.monitor", &Spec::train, &TrainSpec::early_stop, &EarlyStopSpec::monitor)
+          .fallback("valid_loss").choices(metric_names())
+          .doc("The metric early stopping watches, as metrics.jsonl names it: valid_loss, accuracy, error_rate and "
+               "top_k_accuracy for classification, mae and mse for regression, or train_loss."),
+      Declare("train.early_stop.mode", &Spec::train, &TrainSpec::early_stop, &EarlyStopSpec::mode).fallback("auto")
+          .doc("min: lower is better; max: higher is better. auto: max for accuracy and top_k_accuracy, min for "
+               "the losses and errors."),
+      Declare("train.early_stop.min_delta", &Spec::train, &TrainSpec::early_stop, &EarlyStopSpec::min_delta)
+          .fallback(0.0).range(0, 1e300)
+          .doc("How much the monitored metric must beat its best value by to count as an improvement."),
   };
 }
 
@@ -323,8 +357,23 @@ std::vector<Setting> checkpoint_settings() {
   return {
       Declare("checkpoint.every_epochs", &Spec::checkpoint, &CheckpointSpec::every_epochs).fallback(1).range(0, 100000)
           .doc("Write a checkpoint every N epochs (0: only the final model)."),
+      Declare("checkpoint.every_steps", &Spec::checkpoint, &CheckpointSpec::every_steps).fallback(0)
+          .range(0, 100000000)
+          .doc("Also write a checkpoint every N optimizer steps within an epoch, the same exact-resume "
+               "checkpoint a stopped pod writes: a pod killed without notice (kill -9, a lost node) loses at most "
+               "N steps. 0: off."),
+      Declare("checkpoint.every_minutes", &Spec::checkpoint, &CheckpointSpec::every_minutes).fallback(0)
+          .range(0, 100000)
+          .doc("Also write a checkpoint within an epoch once N minutes have passed since the last one (rank 0's "
+               "clock, agreed by all ranks at a step). 0: off."),
       Declare("checkpoint.keep", &Spec::checkpoint, &CheckpointSpec::keep).fallback(3).range(1, 1000)
           .doc("Checkpoints kept; older ones are deleted, from an s3:// job.output too."),
+      Declare("checkpoint.keep_best", &Spec::checkpoint, &CheckpointSpec::keep_best).fallback("none")
+          .choices(with_none(metric_names()))
+          .doc("A metric, as train.early_stop.monitor names them (lower is better for the losses and errors, "
+               "higher for the accuracies): the model of the epoch where it was best "
+               "is kept in best/model.pt, never rotated away, and becomes model.pt at the end; run.json's "
+               "best_epoch says which epoch and the value. none: model.pt is the last epoch's."),
       Declare("checkpoint.resume", &Spec::checkpoint, &CheckpointSpec::resume).fallback("auto")
           .doc("auto: continue from the newest valid checkpoint in the output directory. never: start afresh."),
   };

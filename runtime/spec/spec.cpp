@@ -334,17 +334,7 @@ class Loader {
         });
         continue;
       }
-      for (const auto& entry : *table) {
-        const toml::key& name_key = entry.first;
-        const toml::node& node = entry.second;
-        collect_at(name_key.source(), [&] {
-          const std::string key = section + "." + std::string(name_key.str());
-          const std::string at = where(source_name_, name_key.source());
-          const Setting* setting = find_setting(key);
-          if (setting == nullptr) unknown_key(at, key);
-          set(*setting, convert(*setting, node, where(source_name_, node.source())), at);
-        });
-      }
+      apply_table(section, *table, collect_at);
       if (table->empty() && !known_section(section)) {
         collect_at(section_key.source(), [&] { unknown_key(where(source_name_, section_key.source()), section); });
       }
@@ -353,6 +343,43 @@ class Loader {
       return std::tie(a.first.line, a.first.column) < std::tie(b.first.line, b.first.column);
     });
     for (auto& error : found) errors_.push_back(std::move(error.second));
+  }
+
+  // A metric that `data.task`'s runs report: mae and mse are regression's, the accuracies classification's.
+  void check_metric_of_task(const std::string& key, const std::string& metric, const Spec& spec, const Origins& origin) {
+    const bool regression = spec.data.task == Task::regression;
+    const bool regression_metric = metric == "mae" || metric == "mse";
+    const bool classification_metric = metric == "accuracy" || metric == "error_rate" || metric == "top_k_accuracy";
+    if ((regression && classification_metric) || (!regression && regression_metric)) {
+      errors_.push_back(fmt::format("{}: {}: a {} run does not report {} (data.task, {}): use {}", origin.at(key), key,
+                                    name(spec.data.task), metric, origin.at("data.task"),
+                                    regression ? "valid_loss, mae or mse" : "valid_loss, accuracy or error_rate"));
+    }
+  }
+
+  // The entries of the table `prefix` names ([train], or [train.early_stop] inside it).
+  template <typename CollectAt>
+  void apply_table(const std::string& prefix, const toml::table& table, const CollectAt& collect_at) {
+    for (const auto& entry : table) {
+      const toml::key& name_key = entry.first;
+      const toml::node& node = entry.second;
+      const std::string key = prefix + "." + std::string(name_key.str());
+      if (node.is_table() && holds_settings(key)) {
+        apply_table(key, *node.as_table(), collect_at);
+        continue;
+      }
+      collect_at(name_key.source(), [&] {
+        const std::string at = where(source_name_, name_key.source());
+        const Setting* setting = find_setting(key);
+        if (setting == nullptr) unknown_key(at, key);
+        set(*setting, convert(*setting, node, where(source_name_, node.source())), at);
+      });
+    }
+  }
+  // Whether `key` is a table of settings inside a section (train.early_stop).
+  static bool holds_settings(const std::string& key) {
+    return std::any_of(settings().begin(), settings().end(),
+                       [&](const Setting& s) { return s.key.compare(0, key.size() + 1, key + ".") == 0; });
   }
 
   // Runs `check`; a spec error it throws is kept, to be reported with the others.
@@ -469,6 +496,12 @@ class Loader {
       errors_.push_back(fmt::format("{}: train.freeze_epochs ({}) is more than train.epochs ({}: {})",
                                     origin.at("train.freeze_epochs"), spec.train.freeze_epochs,
                                     origin.at("train.epochs"), spec.train.epochs));
+    }
+    if (!command_mode && spec.train.early_stop.patience > 0) {
+      check_metric_of_task("train.early_stop.monitor", spec.train.early_stop.monitor, spec, origin);
+    }
+    if (!command_mode && spec.checkpoint.keep_best != "none") {
+      check_metric_of_task("checkpoint.keep_best", spec.checkpoint.keep_best, spec, origin);
     }
     if (!reads_images(spec.data.format) && spec.model.arch == "small_cnn") {
       errors_.push_back(

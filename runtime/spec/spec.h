@@ -31,6 +31,7 @@ enum class Precision { fp32, bf16, fp16 };
 enum class Backend { automatic, gloo, nccl };  // "auto": nccl when the rank sees a GPU, gloo otherwise
 enum class LrScaling { none, linear };
 enum class Resume { automatic, never };  // "auto": from the newest checkpoint of this run
+enum class MetricMode { automatic, min, max };  // "auto": min for losses and errors, max for the others
 
 template <std::size_t N>
 using ChoiceNames = std::array<std::string_view, N>;
@@ -43,6 +44,7 @@ constexpr ChoiceNames<3> choice_names(Precision) { return {"fp32", "bf16", "fp16
 constexpr ChoiceNames<3> choice_names(Backend) { return {"auto", "gloo", "nccl"}; }
 constexpr ChoiceNames<2> choice_names(LrScaling) { return {"none", "linear"}; }
 constexpr ChoiceNames<2> choice_names(Resume) { return {"auto", "never"}; }
+constexpr ChoiceNames<3> choice_names(MetricMode) { return {"auto", "min", "max"}; }
 
 // How the spec writes `choice`, for messages: name(Optimizer::sgd) is "sgd".
 template <typename Choice>
@@ -118,6 +120,14 @@ struct ModelSpec {
   std::string weights;  // path in the repository of initial weights (TorchScript, state dict or checkpoint)
 };
 
+// [train.early_stop]: the run stops when `monitor` has not improved by `min_delta` for `patience` epochs.
+struct EarlyStopSpec {
+  std::int64_t patience;  // 0: off
+  std::string monitor;    // a metric of the epoch's line, such as valid_loss or accuracy
+  MetricMode mode;
+  double min_delta;
+};
+
 struct TrainSpec {
   std::int64_t epochs;
   std::int64_t batch_size;  // per rank
@@ -140,6 +150,7 @@ struct TrainSpec {
   Precision precision;
   std::string channels_last;   // auto | true | false: NHWC memory format for images and conv weights
   bool lr_find;                // run the learning-rate range test instead of training
+  EarlyStopSpec early_stop;
 };
 
 struct DistSpec {
@@ -153,8 +164,11 @@ struct DistSpec {
 };
 
 struct CheckpointSpec {
-  std::int64_t every_epochs;  // 0 disables epoch checkpoints
+  std::int64_t every_epochs;   // 0 disables epoch checkpoints
+  std::int64_t every_steps;    // mid-epoch checkpoints every N optimizer steps; 0: off
+  std::int64_t every_minutes;  // mid-epoch checkpoints every N minutes; 0: off
   std::int64_t keep;
+  std::string keep_best;  // a metric: the best epoch's model is kept and is model.pt; empty: the last epoch's
   Resume resume;
 };
 

@@ -54,6 +54,8 @@ std::size_t OutputLocation::fetch_for_resume(const std::string& run_key, std::in
       if (!fs::exists(target)) missing.push_back({object, target});
     } else if (relative.rfind("checkpoints/", 0) == 0 && fs::path(relative).filename() == kIdentityFile) {
       if (!has_size(target, object.size)) missing.push_back({object, target});
+    } else if (relative.rfind(run_checkpoints + kBestModelPrefix, 0) == 0) {
+      if (!has_size(target, object.size)) missing.push_back({object, target});  // checkpoint.keep_best's model
     } else if (relative == run_checkpoints + kMlflowRunFile) {
       missing.push_back({object, target});  // a few bytes, and the copy on this disk may be another run's
     } else if (relative.rfind(run_checkpoints, 0) == 0 && fs::path(relative).extension() == ".ckpt") {

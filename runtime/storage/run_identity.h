@@ -51,6 +51,8 @@ std::filesystem::path run_checkpoints(const std::filesystem::path& checkpoints_r
 inline constexpr char kIdentityFile[] = "identity.json";
 // Beside it, the MLflow run the run logs to (telemetry/mlflow.h), so that a restart continues that run.
 inline constexpr char kMlflowRunFile[] = "mlflow-run.json";
+// checkpoint.keep_best's model of the best epoch, best-epoch-NNNNNN.pt, beside the run's checkpoints.
+inline constexpr char kBestModelPrefix[] = "best-epoch-";
 // Writes identity.json into the run's directory if it is not there yet; returns the file when it wrote it.
 std::optional<std::filesystem::path> record_identity(const std::filesystem::path& run_directory,
                                                      const RunIdentity& identity);

@@ -585,15 +585,29 @@ std::string page_start(const std::string& job, const std::string& kind, const st
       escape(job), escape(kind), kStyle, escape(status));
 }
 
+// run.json's early stop and kept best model, as the status line says them.
+std::string tracked_text(const json& record) {
+  std::string text;
+  if (const auto stop = record.find("early_stop"); stop != record.end()) {
+    text += "; " + text_of(stop->value("reason", json()));
+  }
+  if (const auto best = record.find("best"); best != record.end()) {
+    text += fmt::format("; model.pt is epoch {}'s, the best {} ({:.4g})", best->value("epoch", 0),
+                        text_of(best->value("metric", json())), best->value("value", 0.0));
+  }
+  return text;
+}
+
 }  // namespace
 
 std::string render_report(const ReportInput& input) {
   const std::string job = text_of(input.record.value("job", json()));
   const std::int64_t done = input.epochs.empty() ? 0 : input.epochs.back().epoch;
-  const std::string status =
+  std::string status =
       input.finished
           ? fmt::format("finished: {} epochs in {} s", done, seconds_text(input.record.value("seconds", 0.0)))
           : fmt::format("running: epoch {} of {} done", done, input.total_epochs);
+  if (input.finished) status += tracked_text(input.record);
 
   std::vector<Point> train_loss, lr, valid_loss;
   for (const StepRecord& s : input.steps) {

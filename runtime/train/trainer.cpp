@@ -22,10 +22,12 @@
 #include "dist/gradient_sync.h"
 #include "dist/topology.h"
 #include "model/model.h"
+#include "storage/run_identity.h"
 #include "telemetry/run_sinks.h"
 #include "train/checkpoint.h"
 #include "train/evaluation.h"
 #include "train/gpu_step_time.h"
+#include "train/metric_tracker.h"
 #include "train/monitor.h"
 #include "train/precision.h"
 #include "train/report.h"
@@ -45,18 +47,21 @@ using Clock = std::chrono::steady_clock;
 
 // What the ranks agree on at a read point (train/step_losses.h), in one all-reduce: whether any was asked to
 // stop (SIGTERM), so that all stop at the same step; whether any read a loss that is not finite, so that all
-// fail alike; and the next read point.
+// fail alike; whether rank 0's clock says a checkpoint is due (checkpoint.every_minutes); and the next read
+// point.
 struct ReadPointAgreement {
   bool stop;
   bool diverged;
+  bool checkpoint_due;
 };
 ReadPointAgreement agree_at_read_point(dist::Communicator& communicator, ReadPoints& reads, std::int64_t step,
-                                       bool diverged) {
-  const std::vector<std::int64_t> sums =
-      dist::sum_over_ranks(communicator, std::vector<std::int64_t>{stop_requested() ? 1 : 0, diverged ? 1 : 0,
-                                                                     reads.propose()});
-  reads.agreed(step, sums[2], communicator.world_size());
-  return {sums[0] > 0, sums[1] > 0};
+                                       bool diverged, bool checkpoint_due) {
+  const bool rank_0_due = communicator.rank() == 0 && checkpoint_due;
+  const std::vector<std::int64_t> sums = dist::sum_over_ranks(
+      communicator, std::vector<std::int64_t>{stop_requested() ? 1 : 0, diverged ? 1 : 0, rank_0_due ? 1 : 0,
+                                              reads.propose()});
+  reads.agreed(step, sums[3], communicator.world_size());
+  return {sums[0] > 0, sums[1] > 0, sums[2] > 0};
 }
 
 // The next batch, with the phase published while it loads.
@@ -73,13 +78,32 @@ std::vector<std::string> all_bad_files(const data::BadFiles& bad_files, dist::Co
 }
 
 // On the CPU, so that the model loads anywhere (Python's torch.jit.load puts tensors where they were).
-void write_model(torch::jit::Module& model, const fs::path& output_dir) {
-  const fs::path model_file = output_dir / "model.pt";
-  const fs::path temporary = temporary_sibling(model_file);
+void write_model(torch::jit::Module& model, const fs::path& file) {
+  const fs::path temporary = temporary_sibling(file);
   model.to(torch::kCPU);
   model.eval();
   model.save(temporary.string());
-  commit_file(temporary, model_file);
+  commit_file(temporary, file);
+}
+
+// checkpoint.keep_best: the model of the best epoch so far, beside the run's checkpoints (which are rotated
+// away; it is not).
+fs::path best_model_path(const fs::path& checkpoint_directory, std::int64_t epoch) {
+  return checkpoint_directory / fmt::format("{}{:06d}.pt", storage::kBestModelPrefix, epoch);
+}
+
+// The best models in `checkpoint_directory` but epoch `kept`'s (0: all of them).
+std::vector<fs::path> other_best_models(const fs::path& checkpoint_directory, std::int64_t kept) {
+  std::vector<fs::path> others;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(checkpoint_directory, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(storage::kBestModelPrefix, 0) == 0 && entry.path().extension() == ".pt" &&
+        entry.path() != best_model_path(checkpoint_directory, kept)) {
+      others.push_back(entry.path());
+    }
+  }
+  return others;
 }
 
 // Rank 0's answer to a question only it can answer, on every rank.
@@ -225,6 +249,8 @@ class Fit {
   // records and the monitor opened.
   void start();
   std::int64_t first_epoch() const { return position_.epochs_done; }
+  // Early stopping (train.early_stop) stopped the run after the last epoch trained; the same on every rank.
+  bool stopped_early() const { return stopped_early_; }
   // Trains `epoch` (its remaining samples when it was interrupted); a stop request throws here.
   TrainedEpoch train_epoch(std::int64_t epoch);
   // After an epoch's steps: validation, the records and report, the due checkpoint, the epoch's line.
@@ -241,6 +267,19 @@ class Fit {
   void take_step(EpochSteps& epoch);
   // A stop request at this step: one checkpoint on every rank that keeps them.
   StopCheckpoint save_stop_checkpoint(EpochSteps& epoch);
+  // checkpoint.every_steps or every_minutes at this step: the same checkpoint, older ones pruned.
+  void save_periodic_checkpoint(EpochSteps& epoch);
+  // Rank 0: the epoch's metrics given to the trackers; whether it is keep_best's best so far.
+  bool track(const EpochMetrics& m);
+  // Rank 0, on a resume: the trackers fed the epochs the resumed checkpoint had trained (metrics.jsonl).
+  void replay_trackers();
+  void save_best_model(std::int64_t epoch);
+  // After an early stop before the last epoch: interpretation.json of the model as it stopped.
+  void interpret_after_early_stop();
+  // model.pt: keep_best's best epoch's model, else the model as training left it.
+  void write_final_model();
+  // What run.json says of early stopping and keep_best.
+  void add_tracked(nlohmann::json& record) const;
   // With `predictions`, validation keeps each sample's (the run's last epoch, for interpretation.json).
   EpochMetrics measure(const TrainedEpoch& epoch, Predictions* predictions);
   std::optional<double> save_epoch_checkpoint();
@@ -290,6 +329,11 @@ class Fit {
   bool finished_ = false;  // the sinks were told the run finished
   bool stopped_ = false;   // stopped by a signal, to resume
   std::optional<RunMonitor> monitor_;
+  std::optional<MetricTracker> early_stop_;  // rank 0, with train.early_stop.patience
+  std::optional<MetricTracker> best_;        // rank 0, with checkpoint.keep_best
+  std::optional<std::string> early_stop_verdict_;  // rank 0: why the run stops early
+  bool stopped_early_ = false;
+  Clock::time_point last_checkpoint_ = Clock::now();  // checkpoint.every_minutes counts from here
   SampleTrace trace_;
   ReadPoints reads_;
   FitResult result_;
@@ -323,6 +367,13 @@ Fit::Fit(torch::jit::Module& model, const data::Datasets& data, const spec::Spec
       top_k_(reports_top_k(data.schema, spec.train.top_k) ? spec.train.top_k : 0),
       trace_(communicator.rank()) {
   if (writer_) fs::create_directories(output_dir);
+  if (writer_ && spec.train.early_stop.patience > 0) {
+    early_stop_.emplace("train.early_stop.monitor", spec.train.early_stop.monitor, spec.train.early_stop.mode,
+                        spec.train.early_stop.min_delta);
+  }
+  if (writer_ && spec.checkpoint.keep_best != "none") {
+    best_.emplace("checkpoint.keep_best", spec.checkpoint.keep_best, spec::MetricMode::automatic, 0.0);
+  }
   model.train();
 }
 
@@ -340,9 +391,35 @@ bool Fit::resume() {
       resumed_totals_.count = resumed_->state.train_count;
     }
   }
-  // A run that already ran its epochs and wrote its final outputs is complete: it is not done again.
-  return position_.epochs_done >= spec_.train.epochs &&
+  if (writer_) replay_trackers();
+  stopped_early_ = agreed_by_rank_0(early_stop_verdict_.has_value(), communicator_);
+  // A run that already ran its epochs (or stopped early) and wrote its final outputs is complete: it is not
+  // done again.
+  return (position_.epochs_done >= spec_.train.epochs || stopped_early_) &&
          agreed_by_rank_0(environment_.final_outputs_present, communicator_);
+}
+
+void Fit::replay_trackers() {
+  for (const EpochMetrics& m : read_epoch_metrics(output_dir_)) {
+    if (m.epoch > position_.epochs_done) break;
+    track(m);
+  }
+  if (!best_ || !checkpoints_.keeps) return;
+  // A best model of an epoch the resumed checkpoint had not reached is not this run's.
+  const std::int64_t kept = best_->best() ? best_->best()->epoch : 0;
+  for (const fs::path& stale : other_best_models(checkpoints_.directory, kept)) {
+    fs::remove(stale);
+    if (environment_.withdraw) environment_.withdraw(stale);
+  }
+}
+
+bool Fit::track(const EpochMetrics& m) {
+  const bool best = best_ && best_->add(m);
+  if (early_stop_) {
+    early_stop_->add(m);
+    early_stop_verdict_ = early_stop_verdict(*early_stop_, spec_.train.early_stop.patience);
+  }
+  return best;
 }
 
 FitResult Fit::already_complete() {
@@ -529,11 +606,20 @@ void Fit::take_step(EpochSteps& epoch) {
   apply_gradients(precision_, placed_.tensors, spec_.train, *optimizer_);
   ++position_.step;
   epoch.enter(StepPart::allreduce);
-  const bool read_point = reads_.due(position_.step, epoch.loader.position() == epoch.loader.num_batches());
+  const bool ends_epoch = epoch.loader.position() == epoch.loader.num_batches();
+  // A periodic checkpoint is taken at a read point, where the epoch's totals it holds are up to date; the
+  // step count decides alike on every rank, rank 0's clock is agreed on.
+  const bool steps_due = !ends_epoch && spec_.checkpoint.every_steps > 0 &&
+                         position_.step % spec_.checkpoint.every_steps == 0;
+  const bool minutes_due =
+      !ends_epoch && spec_.checkpoint.every_minutes > 0 &&
+      Clock::now() - last_checkpoint_ >= std::chrono::minutes(spec_.checkpoint.every_minutes);
+  const bool read_point = steps_due || reads_.due(position_.step, ends_epoch);
   const std::optional<std::string> diverged =
       read_point ? epoch.losses.read(epoch.trained.totals.loss_sum, epoch.trained.totals.count) : std::nullopt;
-  const auto agreed = read_point ? agree_at_read_point(communicator_, reads_, position_.step, diverged.has_value())
-                                 : ReadPointAgreement{false, false};
+  const auto agreed = read_point ? agree_at_read_point(communicator_, reads_, position_.step, diverged.has_value(),
+                                                       minutes_due)
+                                 : ReadPointAgreement{false, false, false};
   if (agreed.diverged) {
     fail(ExitCode::training, "{}", diverged.value_or(fmt::format("another rank's loss became nan or inf by epoch {} "
                                                                  "step {}: lower train.lr (now {:g})",
@@ -549,7 +635,11 @@ void Fit::take_step(EpochSteps& epoch) {
                                 {"rank", communicator_.rank()}});
   }
   std::optional<StopCheckpoint> stop_checkpoint;  // saved because a rank was asked to stop
-  if (agreed.stop) stop_checkpoint = save_stop_checkpoint(epoch);
+  if (agreed.stop) {
+    stop_checkpoint = save_stop_checkpoint(epoch);
+  } else if (steps_due || agreed.checkpoint_due) {
+    save_periodic_checkpoint(epoch);
+  }
 
   StepRecord record(position_.step, epoch.trained.lr, 0);  // its loss is filled in once read
   const StepTimer::Step timed = epoch.timer.end_step();
@@ -595,7 +685,21 @@ StopCheckpoint Fit::save_stop_checkpoint(EpochSteps& epoch) {
     monitor_->checkpoint_written(seconds);
   }
   if (writer_) publish(saved);
+  last_checkpoint_ = Clock::now();
   return {saved, seconds};
+}
+
+void Fit::save_periodic_checkpoint(EpochSteps& epoch) {
+  const StopCheckpoint saved = save_stop_checkpoint(epoch);
+  if (!checkpoints_.keeps) return;
+  for (const fs::path& pruned : prune_checkpoints(checkpoints_.directory, spec_.checkpoint.keep)) {
+    if (writer_ && environment_.withdraw) environment_.withdraw(pruned);
+  }
+  if (writer_) {
+    spdlog::info("checkpoint at epoch {} step {} ({} of the epoch's {} samples trained) saved in {:.2f}s: {}",
+                 epoch.trained.index + 1, position_.step, position_.samples_done, samples_.in_epoch(), saved.seconds,
+                 saved.file.string());
+  }
 }
 
 // The epoch's metrics: its training loss over all ranks and the validation's.
@@ -637,10 +741,22 @@ std::optional<double> Fit::save_epoch_checkpoint() {
                                     writer_);
   monitor_->checkpoint_written(seconds);
   if (writer_) publish(saved);
+  last_checkpoint_ = Clock::now();
   for (const fs::path& pruned : prune_checkpoints(checkpoints_.directory, spec_.checkpoint.keep)) {
     if (writer_ && environment_.withdraw) environment_.withdraw(pruned);
   }
   return seconds;
+}
+
+void Fit::save_best_model(std::int64_t epoch) {
+  const fs::path file = best_model_path(checkpoints_.directory, epoch);
+  torch::jit::Module copy = model_.deepcopy();  // the model trains on where it is
+  write_model(copy, file);
+  publish(file);
+  for (const fs::path& replaced : other_best_models(checkpoints_.directory, epoch)) {
+    fs::remove(replaced);
+    if (environment_.withdraw) environment_.withdraw(replaced);
+  }
 }
 
 void Fit::end_epoch(const TrainedEpoch& epoch) {
@@ -648,6 +764,11 @@ void Fit::end_epoch(const TrainedEpoch& epoch) {
   const bool interpreted = epoch.index + 1 == spec_.train.epochs && interprets(data_);
   Predictions predictions;
   const EpochMetrics m = measure(epoch, interpreted ? &predictions : nullptr);
+  // Every rank checks (the metrics are the same on all) and fails alike when the run does not report them.
+  if (spec_.train.early_stop.patience > 0) require_metric("train.early_stop.monitor", spec_.train.early_stop.monitor, m);
+  if (spec_.checkpoint.keep_best != "none") require_metric("checkpoint.keep_best", spec_.checkpoint.keep_best, m);
+  const bool best_epoch = writer_ && track(m);
+  if (best_epoch) save_best_model(m.epoch);
   if (interpreted) {
     communicator_.set_progress(position_.step, dist::Phase::validate);
     interpretation_ = interpret(predictions, data_.schema, spec_, {m.epoch, m.step}, communicator_);
@@ -682,10 +803,51 @@ void Fit::end_epoch(const TrainedEpoch& epoch) {
     }
     if (interpreted) publish(output_dir_ / "interpretation.json");
     publish_sinks();
+    if (early_stop_verdict_) spdlog::info("{}", *early_stop_verdict_);
   }
   monitor_->epoch_done(m);
   result_.last = m;
   ++result_.epochs_run;
+  stopped_early_ = agreed_by_rank_0(early_stop_verdict_.has_value(), communicator_);
+}
+
+void Fit::interpret_after_early_stop() {
+  if (!stopped_early_ || interpretation_ || !interprets(data_)) return;
+  Predictions predictions;
+  communicator_.set_progress(position_.step, dist::Phase::validate);
+  validate(model_, data_, spec_, communicator_, precision_, device_, &predictions);
+  interpretation_ = interpret(predictions, data_.schema, spec_, {position_.epochs_done, position_.step}, communicator_);
+  if (writer_ && interpretation_) {
+    write_interpretation(output_dir_ / "interpretation.json", *interpretation_);
+    publish(output_dir_ / "interpretation.json");
+  }
+}
+
+void Fit::write_final_model() {
+  const fs::path model_file = output_dir_ / "model.pt";
+  if (best_ && best_->best()) {
+    const fs::path best = best_model_path(checkpoints_.directory, best_->best()->epoch);
+    if (fs::exists(best)) {
+      const fs::path temporary = temporary_sibling(model_file);
+      fs::copy_file(best, temporary, fs::copy_options::overwrite_existing);
+      commit_file(temporary, model_file);
+      return;
+    }
+    spdlog::warn("checkpoint.keep_best: the model of epoch {} (the best {}) is gone from {}: model.pt is the last "
+                 "epoch's", best_->best()->epoch, best_->metric(), checkpoints_.directory.string());
+  }
+  write_model(model_, model_file);
+}
+
+void Fit::add_tracked(nlohmann::json& record) const {
+  if (best_ && best_->best() && fs::exists(best_model_path(checkpoints_.directory, best_->best()->epoch))) {
+    record["best"] = {{"metric", best_->metric()}, {"epoch", best_->best()->epoch}, {"value", best_->best()->value}};
+  }
+  if (early_stop_verdict_) {
+    record["early_stop"] = {{"epoch", early_stop_->last()->epoch}, {"monitor", early_stop_->metric()},
+                            {"best_epoch", early_stop_->best()->epoch}, {"best_value", early_stop_->best()->value},
+                            {"reason", *early_stop_verdict_}};
+  }
 }
 
 void Fit::publish_sinks() {
@@ -698,16 +860,18 @@ void Fit::publish_sinks() {
 }
 
 FitResult Fit::finish() {
+  interpret_after_early_stop();
   const std::vector<std::string> bad_files = all_bad_files(*data_.bad_files, communicator_);
   const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
   if (writer_) {
     // A resumed run that had nothing left to train reports the epoch its records end with.
     if (!metrics_->epochs().empty()) result_.last = metrics_->epochs().back();
-    const nlohmann::json record = run_record(facts_, result_.last, bad_files, seconds);
+    nlohmann::json record = run_record(facts_, result_.last, bad_files, seconds);
+    add_tracked(record);
     write_report(output_dir_ / "report.html",
                  {record, metrics_->steps(), metrics_->epochs(), spec_.train.epochs, top_k_, true,
                   interpretation()});
-    write_model(model_, output_dir_);
+    write_final_model();
     write_run_json(output_dir_, record);
     result_.model_file = output_dir_ / "model.pt";
     publish(output_dir_ / "report.html");
@@ -733,7 +897,7 @@ FitResult fit(torch::jit::Module& model, const data::Datasets& data, const spec:
   Fit run(model, data, spec, communicator, output_dir, origin, environment);
   if (run.resume()) return run.already_complete();
   run.start();
-  for (std::int64_t epoch = run.first_epoch(); epoch < spec.train.epochs; ++epoch) {
+  for (std::int64_t epoch = run.first_epoch(); epoch < spec.train.epochs && !run.stopped_early(); ++epoch) {
     run.end_epoch(run.train_epoch(epoch));
   }
   return run.finish();

@@ -442,6 +442,128 @@ TEST_F(Restarts, AfterAStopMidEpochEveryEpochReportsTheLossOfAnUninterruptedRun)
   EXPECT_EQ(largest_difference(reference.workdir(0) / "out/model.pt", after.workdir(0) / "out/model.pt"), 0.0);
 }
 
+// checkpoint.every_steps: a pod killed without notice (kill -9, a lost node) loses at most that many steps.
+// The job resumes from the newest periodic checkpoint, mid-epoch, and ends with the model of an uninterrupted
+// run to the last bit. No epoch checkpoints (every_epochs = 0), so that only the periodic ones can be resumed.
+TEST_F(Restarts, APodKilledWithoutNoticeResumesFromItsLastEveryStepsCheckpoint) {
+  const std::string spec = spec_arguments({}) +
+                           " --set train.schedule=constant --set checkpoint.every_epochs=0 --set checkpoint.every_steps=10";
+  JobStart job(dir_ / "job", 2, 1);
+  const std::string kill = wait_for(shell_quote(job.log(0).string()), "checkpoint at epoch 2 step") + "kill -9 -- -$pod1\n";
+  const auto killed = job.run(spec + " --set train.epochs=1000", kill);
+  EXPECT_EQ(killed[1].exit_code, 137) << all_logs(killed);
+  EXPECT_GE(killed[0].exit_code, 128) << "a lost pod is retryable\n" << all_logs(killed);
+  // Rank 0 logs each checkpoint once it is written; the newest is where the job goes on.
+  const std::regex saved("checkpoint at epoch ([0-9]+) step ([0-9]+) \\(([0-9]+) of the epoch's 2160 samples trained\\)");
+  int newest_step = 0, newest_epoch = 0, checkpoints = 0;
+  for (auto it = std::sregex_iterator(killed[0].log.begin(), killed[0].log.end(), saved); it != std::sregex_iterator(); ++it) {
+    ++checkpoints;
+    newest_epoch = std::stoi((*it)[1]);
+    newest_step = std::stoi((*it)[2]);
+    EXPECT_EQ(newest_step % 10, 0) << it->str();
+    EXPECT_GT(std::stoi((*it)[3]), 0) << "mid-epoch\n" << it->str();
+  }
+  ASSERT_GE(checkpoints, 7) << "a checkpoint every 10 of the 68 steps of each epoch\n" << all_logs(killed);
+
+  const std::string epochs = fmt::format(" --set train.epochs={}", newest_epoch);
+  const auto restarted = job.run(spec + epochs);
+  ASSERT_EQ(restarted[0].exit_code, 0) << all_logs(restarted);
+  ASSERT_EQ(restarted[1].exit_code, 0) << all_logs(restarted);
+  EXPECT_TRUE(std::regex_search(restarted[0].log, std::regex(fmt::format(
+                  "resumed from [^ ]+_sample-[0-9]+\\.ckpt after epoch {} and [0-9]+ samples of epoch {} \\(step {}\\)",
+                  newest_epoch - 1, newest_epoch, newest_step))))
+      << all_logs(restarted);
+  JobStart reference(dir_ / "reference", 2, 1);
+  const auto straight = reference.run(spec + epochs);
+  ASSERT_EQ(straight[0].exit_code, 0) << all_logs(straight);
+  EXPECT_EQ(largest_difference(reference.workdir(0) / "out/model.pt", job.workdir(0) / "out/model.pt"), 0.0)
+      << all_logs(restarted);
+}
+
+// The run's epoch records in <output>/metrics.jsonl.
+std::vector<nlohmann::json> epoch_records(const fs::path& output) {
+  std::vector<nlohmann::json> records;
+  std::ifstream in(output / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) records.push_back(nlohmann::json::parse(line));
+  return records;
+}
+
+std::string file_bytes(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// [train.early_stop] on two pods: both stop after the same epoch, rank 0 says why in its log, run.json and
+// report.html; with checkpoint.keep_best, model.pt is the best epoch's model; run again, the job is complete.
+TEST_F(Restarts, EarlyStoppingStopsEveryRankAtOneEpochAndKeepsTheBestModel) {
+  // No epoch beats the first by 10: the run stops after epoch 2.
+  const std::string spec = spec_arguments({}) +
+                           " --set train.epochs=10 --set train.early_stop.patience=1 --set train.early_stop.min_delta=10"
+                           " --set checkpoint.keep_best=accuracy";
+  JobStart job(dir_ / "job", 2, 1);
+  const auto pods = job.run(spec);
+  ASSERT_EQ(pods[0].exit_code, 0) << all_logs(pods);
+  ASSERT_EQ(pods[1].exit_code, 0) << all_logs(pods);
+  EXPECT_TRUE(std::regex_search(pods[0].log, std::regex("stopped at epoch 2: valid_loss [0-9.e-]+ did not improve by "
+                                                        "10 for 1 epoch; best [0-9.e-]+ at epoch 1")))
+      << all_logs(pods);
+  EXPECT_EQ(pods[0].log.find("epoch 3/10"), std::string::npos) << all_logs(pods);
+  const fs::path out = job.workdir(0) / "out";
+  ASSERT_EQ(epoch_records(out).size(), 2u);
+  const auto run = nlohmann::json::parse(file_bytes(out / "run.json"));
+  EXPECT_EQ(run.at("early_stop").at("epoch"), 2) << run.dump(2);
+  EXPECT_EQ(run.at("early_stop").at("best_epoch"), 1) << run.dump(2);
+  EXPECT_EQ(run.at("best").at("metric"), "accuracy") << run.dump(2);
+  // The best accuracy of the two epochs (the first on a tie).
+  const auto epochs = epoch_records(out);
+  const int best = epochs[1].at("accuracy").get<double>() > epochs[0].at("accuracy").get<double>() ? 2 : 1;
+  EXPECT_EQ(run.at("best").at("epoch"), best) << run.dump(2);
+  const std::vector<fs::path> kept = [&] {
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::recursive_directory_iterator(out / "checkpoints")) {
+      if (entry.path().filename().string().rfind("best-epoch-", 0) == 0) files.push_back(entry.path());
+    }
+    return files;
+  }();
+  ASSERT_EQ(kept.size(), 1u) << "one best model, the one it replaced deleted";
+  EXPECT_EQ(kept[0].filename().string(), fmt::format("best-epoch-{:06d}.pt", best));
+  EXPECT_EQ(file_bytes(out / "model.pt"), file_bytes(kept[0])) << "model.pt is the best epoch's";
+  EXPECT_NE(file_bytes(out / "report.html").find("stopped at epoch 2"), std::string::npos);
+  EXPECT_TRUE(fs::exists(out / "interpretation.json")) << "the stopped model is interpreted as a last epoch's";
+
+  const auto again = job.run(spec);
+  ASSERT_EQ(again[0].exit_code, 0) << all_logs(again);
+  EXPECT_NE(again[0].log.find("already complete"), std::string::npos) << all_logs(again);
+}
+
+// An early-stopped job whose pod is killed without notice and restarted stops after the same epoch as an
+// uninterrupted one, with the same model: the trackers are replayed from the records the checkpoint keeps.
+TEST_F(Restarts, AnEarlyStoppedJobKilledAndRestartedStopsAtTheSameEpoch) {
+  const std::string spec = spec_arguments({}) +
+                           " --set train.epochs=40 --set train.schedule=constant --set train.early_stop.patience=2"
+                           " --set train.early_stop.min_delta=0.01 --set train.lr=0.001";
+  JobStart reference(dir_ / "reference", 2, 1);
+  const auto straight = reference.run(spec);
+  ASSERT_EQ(straight[0].exit_code, 0) << all_logs(straight);
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(straight[0].log, match, std::regex("stopped at epoch ([0-9]+):"))) << all_logs(straight);
+  const int stop_epoch = std::stoi(match[1]);
+  ASSERT_GT(stop_epoch, 4) << "the kill below must come before the stop\n" << all_logs(straight);
+
+  JobStart job(dir_ / "job", 2, 1);
+  const std::string kill = wait_for(shell_quote(job.log(0).string()), "epoch 3/40:") + "sleep 0.1\nkill -9 -- -$pod1\n";
+  const auto killed = job.run(spec, kill);
+  EXPECT_EQ(killed[1].exit_code, 137) << all_logs(killed);
+  const auto restarted = job.run(spec);
+  ASSERT_EQ(restarted[0].exit_code, 0) << all_logs(restarted);
+  ASSERT_EQ(restarted[1].exit_code, 0) << all_logs(restarted);
+  EXPECT_NE(restarted[0].log.find("resumed from"), std::string::npos) << all_logs(restarted);
+  EXPECT_NE(restarted[0].log.find(fmt::format("stopped at epoch {}:", stop_epoch)), std::string::npos)
+      << all_logs(restarted);
+  EXPECT_EQ(largest_difference(reference.workdir(0) / "out/model.pt", job.workdir(0) / "out/model.pt"), 0.0)
+      << all_logs(restarted);
+}
+
 // Two jobs into one local output at once: the second is refused, naming the first; once the first is
 // killed, its lock is taken over.
 TEST_F(Restarts, ASecondJobIntoABusyOutputIsRefusedAndAKilledJobsLockIsTakenOver) {

@@ -15,6 +15,9 @@ matching a rule with times left gets fault F instead of (or on top of) the upstr
              x-amz-checksum-crc32 header added when it sent none)
 "times": -1 means every time. An optional "probability" (0..1) applies the rule to only that share of
 the matching requests (random, seeded by FAULT_PROXY_SEED when set): scripts/fault-suite's 30% fault rate.
+An optional "max_in_a_row" caps the faults one path may get in a row (from any rule) before that rule lets
+it through; an honest answer resets the path's count. A client's retries are bounded; a random rate alone gives
+some object of thousands more faults in a row than any bounded retry policy outlasts.
 Each request is logged as "METHOD PATH RANGE FAULT".
 """
 import http.client
@@ -34,16 +37,22 @@ with open(sys.argv[3]) as rules_file:
 log_path = sys.argv[4]
 lock = threading.Lock()
 chance = random.Random(os.environ.get("FAULT_PROXY_SEED"))
+faults_in_a_row = {}  # path -> faults it got in a row, from any rule
 
 
 def take_fault(method, path):
     with lock:
+        path = path.split("?")[0]
         for rule in rules:
             if rule.get("method", method) == method and rule.get("path_contains", "") in path and rule["times"] != 0:
+                if faults_in_a_row.get(path, 0) >= rule.get("max_in_a_row", float("inf")):
+                    continue
                 if "probability" in rule and chance.random() >= rule["probability"]:
                     continue
                 rule["times"] -= 1
+                faults_in_a_row[path] = faults_in_a_row.get(path, 0) + 1
                 return rule["fault"]
+        faults_in_a_row[path] = 0
     return None
 
 

@@ -167,6 +167,44 @@ TEST(Spec, UnknownChoiceListsTheAllowedOnes) {
   EXPECT_EQ(message, "train.toml:9:13: train.optimizer: 'adamax' is not one of: sgd, adam, adamw");
 }
 
+TEST(Spec, EarlyStoppingIsATableInsideTrainAndKeepBestAMetric) {
+  const auto defaults = load_string(kMinimal, {}, "train.toml").spec;
+  EXPECT_EQ(defaults.train.early_stop.patience, 0) << "off unless asked for";
+  EXPECT_EQ(defaults.train.early_stop.monitor, "valid_loss");
+  EXPECT_EQ(defaults.checkpoint.keep_best, "none");
+  const std::string document = std::string(kMinimal) +
+                               "\n[train]\nepochs = 30\n\n[train.early_stop]\npatience = 3\nmonitor = \"accuracy\"\n"
+                               "min_delta = 0.001\n\n[checkpoint]\nkeep_best = \"valid_loss\"\nevery_steps = 50\n";
+  const auto loaded = load_string(document, {"train.early_stop.mode=max"}, "train.toml");
+  EXPECT_EQ(loaded.spec.train.epochs, 30);
+  EXPECT_EQ(loaded.spec.train.early_stop.patience, 3);
+  EXPECT_EQ(loaded.spec.train.early_stop.monitor, "accuracy");
+  EXPECT_EQ(loaded.spec.train.early_stop.mode, MetricMode::max);
+  EXPECT_DOUBLE_EQ(loaded.spec.train.early_stop.min_delta, 0.001);
+  EXPECT_EQ(loaded.spec.checkpoint.keep_best, "valid_loss");
+  EXPECT_EQ(loaded.spec.checkpoint.every_steps, 50);
+  EXPECT_EQ(loaded.origins.at("train.early_stop.patience"), "train.toml:12:1");
+  EXPECT_EQ(loaded.origins.at("train.early_stop.mode"), "--set");
+  // The resolved spec, as `trainpoint check` prints it, reads back the same.
+  const auto again = load_string(describe(loaded), {}, "described.toml").spec;
+  EXPECT_EQ(again.train.early_stop.patience, 3);
+  EXPECT_EQ(again.train.early_stop.mode, MetricMode::max);
+}
+
+TEST(Spec, EarlyStoppingsMistakesNameTheKeyAndWhere) {
+  EXPECT_EQ(load_error(std::string(kMinimal) + "\n[train.early_stop]\npatience = 3\npatients = 2\n"),
+            "train.toml:10:1: unknown key 'train.early_stop.patients' (did you mean 'train.early_stop.patience'?)");
+  EXPECT_EQ(load_error(std::string(kMinimal) + "\n[train.early_stop]\nmonitor = \"f1\"\n"),
+            "train.toml:9:11: train.early_stop.monitor: 'f1' is not one of: valid_loss, accuracy, error_rate, "
+            "top_k_accuracy, mae, mse, train_loss");
+  EXPECT_EQ(load_error(std::string(kMinimal) + "\n[train.early_stop]\npatience = 2\nmonitor = \"mae\"\n"),
+            "train.toml:10:1: train.early_stop.monitor: a classification run does not report mae (data.task, "
+            "default): use valid_loss, accuracy or error_rate");
+  EXPECT_NE(load_error(kMinimal, {"checkpoint.keep_best=accuracy", "data.task=regression"})
+                .find("--set: checkpoint.keep_best: a regression run does not report accuracy"),
+            std::string::npos);
+}
+
 TEST(Spec, MissingRequiredKey) {
   const std::string message = load_error("[model]\narch = \"mlp\"\n");
   EXPECT_NE(message.find("train.toml: missing required key 'data.source'"), std::string::npos) << message;
@@ -344,7 +382,7 @@ TEST(Spec, ReferenceDocumentIsUpToDate) {
   std::ifstream in(testing::source_dir() + "/docs/spec.md");
   ASSERT_TRUE(in) << "docs/spec.md is missing";
   const std::string committed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(committed, markdown_reference()) << "docs/spec.md is stale: run scripts/update-docs";
+  EXPECT_EQ(committed, markdown_reference()) << "docs/spec.md is stale: run trainpoint spec-reference > docs/spec.md";
 }
 
 }  // namespace
