@@ -499,7 +499,7 @@ TEST_F(Restarts, EarlyStoppingStopsEveryRankAtOneEpochAndKeepsTheBestModel) {
   // No epoch beats the first by 10: the run stops after epoch 2.
   const std::string spec = spec_arguments({}) +
                            " --set train.epochs=10 --set train.early_stop.patience=1 --set train.early_stop.min_delta=10"
-                           " --set checkpoint.keep_best=accuracy";
+                           " --set checkpoint.keep_best=accuracy --set checkpoint.keep=1";
   JobStart job(dir_ / "job", 2, 1);
   const auto pods = job.run(spec);
   ASSERT_EQ(pods[0].exit_code, 0) << all_logs(pods);
@@ -525,7 +525,7 @@ TEST_F(Restarts, EarlyStoppingStopsEveryRankAtOneEpochAndKeepsTheBestModel) {
     }
     return files;
   }();
-  ASSERT_EQ(kept.size(), 1u) << "one best model, the one it replaced deleted";
+  ASSERT_EQ(kept.size(), 1u) << "one best model, the one it replaced deleted; checkpoint.keep = 1 does not rotate it";
   EXPECT_EQ(kept[0].filename().string(), fmt::format("best-epoch-{:06d}.pt", best));
   EXPECT_EQ(file_bytes(out / "model.pt"), file_bytes(kept[0])) << "model.pt is the best epoch's";
   EXPECT_NE(file_bytes(out / "report.html").find("stopped at epoch 2"), std::string::npos);
@@ -549,6 +549,17 @@ TEST_F(Restarts, AnEarlyStoppedJobKilledAndRestartedStopsAtTheSameEpoch) {
   ASSERT_TRUE(std::regex_search(straight[0].log, match, std::regex("stopped at epoch ([0-9]+):"))) << all_logs(straight);
   const int stop_epoch = std::stoi(match[1]);
   ASSERT_GT(stop_epoch, 4) << "the kill below must come before the stop\n" << all_logs(straight);
+  // The epoch the run's own records say it should stop after: 2 epochs without beating the best by 0.01.
+  int expected = 0;
+  double best = 0;
+  for (const nlohmann::json& record : epoch_records(reference.workdir(0) / "out")) {
+    const int epoch = record.at("epoch");
+    const double loss = record.at("valid_loss");
+    if (epoch == 1 || loss < best - 0.01) best = loss, expected = epoch;
+    if (epoch - expected == 2) break;
+  }
+  EXPECT_EQ(stop_epoch, expected + 2) << all_logs(straight);
+  EXPECT_EQ(epoch_records(reference.workdir(0) / "out").size(), static_cast<std::size_t>(stop_epoch));
 
   JobStart job(dir_ / "job", 2, 1);
   const std::string kill = wait_for(shell_quote(job.log(0).string()), "epoch 3/40:") + "sleep 0.1\nkill -9 -- -$pod1\n";
