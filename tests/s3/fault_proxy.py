@@ -37,22 +37,22 @@ with open(sys.argv[3]) as rules_file:
 log_path = sys.argv[4]
 lock = threading.Lock()
 chance = random.Random(os.environ.get("FAULT_PROXY_SEED"))
-faults_in_a_row = {}  # path -> faults it got in a row, from any rule
+faults_in_a_row = {}  # object path -> faults its requests got in a row, from any rule
 
 
 def take_fault(method, path):
+    key = path.split("?")[0]  # the object, whatever the query (a part, a range)
     with lock:
-        path = path.split("?")[0]
         for rule in rules:
             if rule.get("method", method) == method and rule.get("path_contains", "") in path and rule["times"] != 0:
-                if faults_in_a_row.get(path, 0) >= rule.get("max_in_a_row", float("inf")):
+                if faults_in_a_row.get(key, 0) >= rule.get("max_in_a_row", float("inf")):
                     continue
                 if "probability" in rule and chance.random() >= rule["probability"]:
                     continue
                 rule["times"] -= 1
-                faults_in_a_row[path] = faults_in_a_row.get(path, 0) + 1
+                faults_in_a_row[key] = faults_in_a_row.get(key, 0) + 1
                 return rule["fault"]
-        faults_in_a_row[path] = 0
+        faults_in_a_row[key] = 0
     return None
 
 
