@@ -812,7 +812,8 @@ void Fit::end_epoch(const TrainedEpoch& epoch) {
 }
 
 void Fit::interpret_after_early_stop() {
-  if (!stopped_early_ || interpretation_ || !interprets(data_)) return;
+  // The last epoch's end interpreted its model already. Decided alike on every rank: validation is collective.
+  if (!stopped_early_ || position_.epochs_done >= spec_.train.epochs || !interprets(data_)) return;
   Predictions predictions;
   communicator_.set_progress(position_.step, dist::Phase::validate);
   validate(model_, data_, spec_, communicator_, precision_, device_, &predictions);

@@ -536,6 +536,19 @@ TEST_F(Restarts, EarlyStoppingStopsEveryRankAtOneEpochAndKeepsTheBestModel) {
   EXPECT_NE(again[0].log.find("already complete"), std::string::npos) << all_logs(again);
 }
 
+// An early stop decided at the run's last epoch: every rank ends alike (the last epoch's end has interpreted the
+// model; no rank validates once more while another does not).
+TEST_F(Restarts, AnEarlyStopAtTheLastEpochEndsEveryRank) {
+  const std::string spec = spec_arguments({}) +
+                           " --set train.epochs=2 --set train.early_stop.patience=1 --set train.early_stop.min_delta=10";
+  JobStart job(dir_ / "job", 2, 1);
+  const auto pods = job.run(spec);
+  ASSERT_EQ(pods[0].exit_code, 0) << all_logs(pods);
+  ASSERT_EQ(pods[1].exit_code, 0) << all_logs(pods);
+  EXPECT_NE(pods[0].log.find("stopped at epoch 2:"), std::string::npos) << all_logs(pods);
+  EXPECT_TRUE(fs::exists(job.workdir(0) / "out/interpretation.json"));
+}
+
 // An early-stopped job whose pod is killed without notice and restarted stops after the same epoch as an
 // uninterrupted one, with the same model: the trackers are replayed from the records the checkpoint keeps.
 TEST_F(Restarts, AnEarlyStoppedJobKilledAndRestartedStopsAtTheSameEpoch) {
