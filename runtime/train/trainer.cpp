@@ -276,6 +276,8 @@ class Fit {
   void save_best_model(std::int64_t epoch);
   // After an early stop before the last epoch: interpretation.json of the model as it stopped.
   void interpret_after_early_stop();
+  // keep_best's model of the best epoch, when it is on disk.
+  std::optional<fs::path> kept_best_model() const;
   // model.pt: keep_best's best epoch's model, else the model as training left it.
   void write_final_model();
   // What run.json says of early stopping and keep_best.
@@ -824,16 +826,21 @@ void Fit::interpret_after_early_stop() {
   }
 }
 
+std::optional<fs::path> Fit::kept_best_model() const {
+  if (!best_ || !best_->best()) return std::nullopt;
+  const fs::path best = best_model_path(checkpoints_.directory, best_->best()->epoch);
+  return fs::exists(best) ? std::optional(best) : std::nullopt;
+}
+
 void Fit::write_final_model() {
   const fs::path model_file = output_dir_ / "model.pt";
+  if (const std::optional<fs::path> best = kept_best_model()) {
+    const fs::path temporary = temporary_sibling(model_file);
+    fs::copy_file(*best, temporary, fs::copy_options::overwrite_existing);
+    commit_file(temporary, model_file);
+    return;
+  }
   if (best_ && best_->best()) {
-    const fs::path best = best_model_path(checkpoints_.directory, best_->best()->epoch);
-    if (fs::exists(best)) {
-      const fs::path temporary = temporary_sibling(model_file);
-      fs::copy_file(best, temporary, fs::copy_options::overwrite_existing);
-      commit_file(temporary, model_file);
-      return;
-    }
     spdlog::warn("checkpoint.keep_best: the model of epoch {} (the best {}) is gone from {}: model.pt is the last "
                  "epoch's", best_->best()->epoch, best_->metric(), checkpoints_.directory.string());
   }
@@ -841,7 +848,7 @@ void Fit::write_final_model() {
 }
 
 void Fit::add_tracked(nlohmann::json& record) const {
-  if (best_ && best_->best() && fs::exists(best_model_path(checkpoints_.directory, best_->best()->epoch))) {
+  if (kept_best_model()) {
     record["best"] = {{"metric", best_->metric()}, {"epoch", best_->best()->epoch}, {"value", best_->best()->value}};
   }
   if (early_stop_verdict_) {
