@@ -42,6 +42,7 @@ Commands:
   s3 ls|cp|sync   list and copy S3 objects with trainpoint's client
   make-dataset    write a synthetic image folder or CSV table to try trainpoint with
   pack            pack an image folder or image CSV into tar shards for data.format = "shards"
+  predict         apply a trained model.pt to new data and write its predictions (CSV or JSON lines)
   spec-reference  print the reference of every spec setting (docs/spec.md)
   version         print trainpoint's version and the libraries it was built with (also --version)
 )";
@@ -92,6 +93,13 @@ constexpr CommandText kCommands[] = {
      "       trainpoint make-dataset table --out FILE.csv [options]",
      "Learnable synthetic datasets: `images` (an image folder of shapes, one subdirectory per class) or\n"
      "`table` (a CSV). The same arguments give the same bytes."},
+    {Command::predict, "predict", "usage: trainpoint predict --model MODEL.pt --data DATA --out FILE [options]",
+     "Applies a model.pt that trainpoint saved to new data: images (a file, or a folder of them; class\n"
+     "subfolders are their labels) or a CSV table with the model's columns; each local or s3://. The inputs are\n"
+     "made as the model was trained to read them. Writes one file (local or s3://) of predictions: the sample,\n"
+     "the class and its probability and the top k (or the value), and the label where the data has it. As one\n"
+     "pod of a job (RANK and WORLD_SIZE), it predicts its share; a killed run resumes without redoing written\n"
+     "parts (docs/training.md, \"Predictions\")."},
     {Command::spec_reference, "spec-reference", "usage: trainpoint spec-reference",
      "Prints the reference of every spec setting, its type, default and bounds (docs/spec.md)."},
     {Command::version, "version", "usage: trainpoint version    (or trainpoint --version)",
@@ -112,7 +120,7 @@ std::string from_env(const char* name) {
 
 [[noreturn]] void unknown_command(const std::string& name) {
   fail(ExitCode::usage, "unknown command '{}': expected run, preflight, check, render-job, s3, make-dataset, "
-       "pack, spec-reference or version (see trainpoint --help)", name);
+       "pack, predict, spec-reference or version (see trainpoint --help)", name);
 }
 
 std::vector<std::string> split_overrides(const std::string& text) {
@@ -161,6 +169,20 @@ void add_pack_options(cxxopts::Options& parser, std::vector<std::string>& groups
        cxxopts::value<std::string>());
 }
 
+// The S3 connection's options (s3, predict).
+void add_connection_options(cxxopts::Options& parser, const std::string& group) {
+  parser.add_options(group)
+      ("endpoint", "the S3 endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, S3_ENDPOINT_URL, "
+       "MINIO_URL, else AWS)", cxxopts::value<std::string>(), "URL")
+      ("region", "the signing region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's, else "
+       "us-east-1)", cxxopts::value<std::string>(), "NAME")
+      ("credentials", "keys from this file (shell export lines or JSON); default: the chain of docs/s3.md",
+       cxxopts::value<std::string>(), "FILE")
+      ("tenant", "the MinIO tenant whose Vault secret /vault/secrets/minio-NAME holds the keys",
+       cxxopts::value<std::string>(), "NAME")
+      ("ca-bundle", "PEM file of extra CAs trusted for HTTPS", cxxopts::value<std::string>(), "FILE");
+}
+
 // `trainpoint s3`'s options: the verb and its paths, what the S3 connection and transfers are.
 void add_s3_options(cxxopts::Options& parser, std::vector<std::string>& groups) {
   parser.add_options()("verb", "ls, cp or sync", cxxopts::value<std::string>())
@@ -172,17 +194,9 @@ void add_s3_options(cxxopts::Options& parser, std::vector<std::string>& groups) 
        "skipped)")
       ("v,verbose", "cp, sync: a line per file uploaded (by default a progress line on a terminal, then a "
        "summary: files, bytes, seconds)")
-      ("endpoint", "the S3 endpoint (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, S3_ENDPOINT_URL, "
-       "MINIO_URL, else AWS)", cxxopts::value<std::string>(), "URL")
-      ("region", "the signing region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's, else "
-       "us-east-1)", cxxopts::value<std::string>(), "NAME")
-      ("credentials", "keys from this file (shell export lines or JSON); default: the chain of docs/s3.md",
-       cxxopts::value<std::string>(), "FILE")
-      ("tenant", "the MinIO tenant whose Vault secret /vault/secrets/minio-NAME holds the keys",
-       cxxopts::value<std::string>(), "NAME")
-      ("ca-bundle", "PEM file of extra CAs trusted for HTTPS", cxxopts::value<std::string>(), "FILE")
       ("parallelism", "transfers in flight (default 16)", cxxopts::value<int>(), "N")
       ("part-size-mib", "multipart part size in MiB (default 8)", cxxopts::value<int>(), "N");
+  add_connection_options(parser, "s3");
 }
 
 // `trainpoint make-dataset`'s options: the kind, where it goes and what it holds.
@@ -202,6 +216,31 @@ void add_make_dataset_options(cxxopts::Options& parser, std::vector<std::string>
       ("task", "table: classification or regression",
        cxxopts::value<std::string>()->default_value("classification"))
       ("seed", "random seed", cxxopts::value<std::uint64_t>()->default_value("1"));
+}
+
+// `trainpoint predict`'s options: the model, the data, where the predictions go and what they hold.
+void add_predict_options(cxxopts::Options& parser, std::vector<std::string>& groups) {
+  groups.push_back("predict");
+  parser.add_options("predict")
+      ("model", "the model.pt (local or s3://)", cxxopts::value<std::string>(), "MODEL")
+      ("data", "images (a file or folder) or a CSV file (local or s3://)", cxxopts::value<std::string>(), "DATA")
+      ("out", "the predictions file (local or s3://)", cxxopts::value<std::string>(), "FILE")
+      ("format", "csv or jsonl (default: from --out's extension, else csv)", cxxopts::value<std::string>())
+      ("top-k", "classes given with their probability", cxxopts::value<int>()->default_value("3"), "K")
+      ("batch-size", "samples per forward pass", cxxopts::value<int>()->default_value("64"), "N")
+      ("workers", "threads decoding images", cxxopts::value<int>()->default_value("2"), "N")
+      ("id-column", "tables: the column that names each row (default: FILE:LINE)", cxxopts::value<std::string>(),
+       "NAME")
+      ("label-column", "tables: the true class or value, for the accuracy or error", cxxopts::value<std::string>(),
+       "NAME")
+      ("max-bad-files", "unreadable images skipped before failing", cxxopts::value<int>()->default_value("0"), "N")
+      ("part-size", "samples per part: at most what a killed run redoes", cxxopts::value<int>()->default_value("1024"),
+       "N")
+      ("wait-for-parts", "rank 0 waits this many seconds for the other ranks' parts",
+       cxxopts::value<int>()->default_value("1800"), "SECONDS")
+      ("workdir", "an s3:// model and data downloaded, parts before their upload (default: .)",
+       cxxopts::value<std::string>());
+  add_connection_options(parser, "predict");
 }
 
 // render-job's flags, each the [k8s] key of the same name (docs/guide.md).
@@ -285,7 +324,8 @@ cxxopts::Options command_parser(Command command, std::vector<std::string>& group
   if (command == Command::pack) add_pack_options(parser, groups);
   if (command == Command::s3) add_s3_options(parser, groups);
   if (command == Command::make_dataset) add_make_dataset_options(parser, groups);
-  if (trains || command == Command::render_job) {
+  if (command == Command::predict) add_predict_options(parser, groups);
+  if (trains || command == Command::render_job || command == Command::predict) {
     groups.push_back("logging");
     parser.add_options("logging")
         ("log-format", "text or json (env TRAINPOINT_LOG_FORMAT)", cxxopts::value<std::string>())
@@ -403,6 +443,19 @@ int positive(const cxxopts::ParseResult& parsed, const char* name) {
   return value;
 }
 
+// What add_connection_options() read.
+s3::ConnectionOptions connection_options(const cxxopts::ParseResult& parsed) {
+  s3::ConnectionOptions connection;
+  const std::pair<const char*, std::string*> options[] = {
+      {"endpoint", &connection.endpoint}, {"region", &connection.region},
+      {"credentials", &connection.credentials_file}, {"tenant", &connection.tenant},
+      {"ca-bundle", &connection.ca_bundle}};
+  for (const auto& [name, value] : options) {
+    if (parsed.count(name)) *value = parsed[name].as<std::string>();
+  }
+  return connection;
+}
+
 s3::S3Command s3_command(const cxxopts::ParseResult& parsed) {
   s3::S3Command command;
   command.verb = choice_among("s3", parsed["verb"].as<std::string>(), every_choice<s3::Verb>());
@@ -417,19 +470,37 @@ s3::S3Command s3_command(const cxxopts::ParseResult& parsed) {
   if (!lists) command.destination = paths.back();
   command.recursive = parsed.count("recursive") > 0;
   command.verbose = parsed.count("verbose") > 0;
-  s3::ConnectionOptions& connection = command.connection;
-  const std::pair<const char*, std::string*> connection_options[] = {
-      {"endpoint", &connection.endpoint}, {"region", &connection.region},
-      {"credentials", &connection.credentials_file}, {"tenant", &connection.tenant},
-      {"ca-bundle", &connection.ca_bundle}};
-  for (const auto& [name, value] : connection_options) {
-    if (parsed.count(name)) *value = parsed[name].as<std::string>();
-  }
+  command.connection = connection_options(parsed);
   if (parsed.count("parallelism")) command.transfer.parallelism = positive(parsed, "parallelism");
   if (parsed.count("part-size-mib")) {
     command.transfer.part_size = static_cast<std::uint64_t>(positive(parsed, "part-size-mib")) << 20;
   }
   return command;
+}
+
+storage::PredictRequest predict_request(const cxxopts::ParseResult& parsed) {
+  storage::PredictRequest request;
+  request.model = parsed["model"].as<std::string>();
+  request.data = parsed["data"].as<std::string>();
+  request.out = parsed["out"].as<std::string>();
+  const std::string extension = fs::path(request.out).extension().string();
+  const bool json_lines = extension == ".jsonl" || extension == ".json";
+  request.format = parsed.count("format") ? choice_among("--format", parsed["format"].as<std::string>(),
+                                                         every_choice<storage::PredictionFormat>())
+                                          : (json_lines ? storage::PredictionFormat::jsonl : storage::PredictionFormat::csv);
+  request.top_k = positive(parsed, "top-k");
+  request.batch_size = positive(parsed, "batch-size");
+  request.workers = parsed["workers"].as<int>();
+  if (request.workers < 0) fail(ExitCode::usage, "--workers {}: 0 or more", request.workers);
+  if (parsed.count("id-column")) request.id_column = parsed["id-column"].as<std::string>();
+  if (parsed.count("label-column")) request.label_column = parsed["label-column"].as<std::string>();
+  request.max_bad_files = parsed["max-bad-files"].as<int>();
+  if (request.max_bad_files < 0) fail(ExitCode::usage, "--max-bad-files {}: 0 or more", request.max_bad_files);
+  request.part_size = positive(parsed, "part-size");
+  request.wait_for_parts = std::chrono::seconds(positive(parsed, "wait-for-parts"));
+  request.connection = connection_options(parsed);
+  request.workdir = parsed.count("workdir") ? fs::path(absolute(parsed["workdir"].as<std::string>())) : fs::current_path();
+  return request;
 }
 
 // --size: N (a square) or WxH.
@@ -566,6 +637,7 @@ bool lacks_required_words(Command command, const cxxopts::ParseResult& parsed) {
     case Command::pack: return !(parsed.count("source") && parsed.count("destination"));
     case Command::s3: return !parsed.count("verb");
     case Command::make_dataset: return !(parsed.count("kind") && parsed.count("out"));
+    case Command::predict: return !(parsed.count("model") && parsed.count("data") && parsed.count("out"));
     default: return false;
   }
 }
@@ -619,6 +691,10 @@ Options parse(int argc, char** argv) {
     case Command::pack: options.pack = pack_request(parsed); return options;
     case Command::s3: options.s3_command = s3_command(parsed); return options;
     case Command::make_dataset: options.make_dataset = make_dataset_request(parsed); return options;
+    case Command::predict:
+      options.predict = predict_request(parsed);
+      read_logging_options(parsed, options);
+      return options;
     default: break;
   }
   read_spec_options(parsed, options);

@@ -10,10 +10,13 @@
 #include "git/checkout.h"
 #include "s3/command.h"
 #include "storage/pack.h"
+#include "storage/predictions.h"
 
 namespace tp::cli {
 
-enum class Command { run, preflight, check, version, spec_reference, s3, make_dataset, pack, render_job, help };
+enum class Command {
+  run, preflight, check, version, spec_reference, s3, make_dataset, pack, predict, render_job, help
+};
 
 struct Options {
   Command command = Command::help;
@@ -39,6 +42,7 @@ struct Options {
   storage::PackRequest pack;
   s3::S3Command s3_command;                // s3 ls|cp|sync
   data::MakeDatasetRequest make_dataset;  // make-dataset images|table
+  storage::PredictRequest predict;        // predict --model M --data D --out F
 };
 
 // Throws tp::Error (ExitCode::usage) with a message naming the bad option.

@@ -39,6 +39,7 @@
 #include "storage/pack.h"
 #include "storage/run_identity.h"
 #include "train/lr_find.h"
+#include "train/predict.h"
 #include "train/trainer.h"
 
 namespace tp::commands {
@@ -483,6 +484,22 @@ int pack_command(storage::PackRequest request) {
   return 0;
 }
 
+// `trainpoint predict`: one process per pod; where the pod stands in the job (RANK and WORLD_SIZE, or a
+// PyTorchJob's or TrainJob's variables) says which parts are its own.
+int predict_command(const storage::PredictRequest& request) {
+  // The ranks never meet (parts are their only exchange), so no master address is needed.
+  const auto environment = [](const std::string& name) -> std::optional<std::string> {
+    const auto value = dist::process_environment(name);
+    if (!value && name == "MASTER_ADDR") return "unused";
+    return value;
+  };
+  const dist::Topology topology = dist::read_topology(environment, 1, 0);
+  const int rank = topology.rank.value_or(topology.node_rank);
+  const int world_size = topology.rank ? topology.world_size() : topology.nnodes;
+  if (world_size > 1) spdlog::info("predicting as rank {} of {} ({})", rank, world_size, topology.convention);
+  return train::predict(request, rank, world_size);
+}
+
 int version() {
   const std::string nccl = dist::nccl_version();
   std::cout << "trainpoint " << TRAINPOINT_VERSION << "\n"
@@ -504,6 +521,7 @@ int execute(const cli::Options& options) {
     case cli::Command::s3: return s3::run_s3_command(options.s3_command);
     case cli::Command::make_dataset: return data::make_dataset(options.make_dataset);
     case cli::Command::pack: return pack_command(options.pack);
+    case cli::Command::predict: return predict_command(options.predict);
     case cli::Command::run: return run(options);
     case cli::Command::preflight: return preflight_command(options);
     case cli::Command::render_job: return render_job(options);

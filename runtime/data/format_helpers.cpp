@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 
 #include "common/error.h"
 
@@ -23,6 +24,14 @@ std::optional<double> parse_number(const std::string& text) {
   while (*end == ' ' || *end == '\t' || *end == '\r') ++end;
   if (*end != '\0' || !std::isfinite(value)) return std::nullopt;
   return value;
+}
+
+bool is_missing(std::string_view cell) {
+  static constexpr std::string_view markers[] = {"NA", "N/A", "NaN", "nan", "null", "NULL", "None"};
+  const auto begin = cell.find_first_not_of(" \t\r");
+  if (begin == std::string_view::npos) return true;
+  cell = cell.substr(begin, cell.find_last_not_of(" \t\r") + 1 - begin);
+  return std::find(std::begin(markers), std::end(markers), cell) != std::end(markers);
 }
 
 std::vector<std::string> sorted_distinct(std::vector<std::string> values) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "data/csv.h"
@@ -17,6 +18,10 @@ std::filesystem::path resolve(const std::filesystem::path& root, const std::stri
 
 // The number a cell holds (surrounding blanks after it allowed); none when empty, not a number or not finite.
 std::optional<double> parse_number(const std::string& text);
+
+// A missing number in a numeric feature column: an empty cell, or a marker pandas also reads as missing
+// (NA, N/A, NaN, nan, null, NULL, None), blanks around it allowed.
+bool is_missing(std::string_view cell);
 
 // Sorted distinct values; numerically when every value is a number ("2" before "10").
 std::vector<std::string> sorted_distinct(std::vector<std::string> values);

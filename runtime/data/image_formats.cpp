@@ -144,6 +144,13 @@ std::vector<std::int64_t> class_counts(const LabelledImages& images) {
 
 }  // namespace
 
+std::shared_ptr<const Dataset> image_dataset(std::shared_ptr<const FileStore> store, std::vector<fs::path> files,
+                                             fs::path root, at::Tensor targets, ImageTransform transform,
+                                             int channels, std::uint64_t seed, std::shared_ptr<BadFiles> bad_files) {
+  return std::make_shared<ImageDataset>(std::move(store), std::move(files), std::move(root), std::move(targets),
+                                        transform, channels, seed, std::move(bad_files));
+}
+
 Datasets open_images(const spec::DataSpec& spec, std::uint64_t seed,
                      const std::shared_ptr<const FileStore>& store,
                      std::pair<LabelledImages, LabelledImages> train_and_valid) {
@@ -154,12 +161,10 @@ Datasets open_images(const spec::DataSpec& spec, std::uint64_t seed,
   const int channels = static_cast<int>(spec.channels);
   at::Tensor train_targets = target_tensor(train);
   at::Tensor valid_targets = target_tensor(valid);
-  datasets.train = std::make_shared<ImageDataset>(store, std::move(train.files), train.root,
-                                                  std::move(train_targets), train_transform(spec), channels,
-                                                  seed, datasets.bad_files);
-  datasets.valid = std::make_shared<ImageDataset>(store, std::move(valid.files), valid.root,
-                                                  std::move(valid_targets), eval_transform(spec), channels,
-                                                  seed, datasets.bad_files);
+  datasets.train = image_dataset(store, std::move(train.files), train.root, std::move(train_targets),
+                                 train_transform(spec), channels, seed, datasets.bad_files);
+  datasets.valid = image_dataset(store, std::move(valid.files), valid.root, std::move(valid_targets),
+                                 eval_transform(spec), channels, seed, datasets.bad_files);
   Schema& schema = datasets.schema;
   schema.input_shape = {channels, spec.image_size, spec.image_size};
   schema.classification = spec.task != spec::Task::regression;

@@ -12,6 +12,7 @@
 #include "data/dataset.h"
 #include "data/file_store.h"
 #include "data/labelled_images.h"
+#include "data/transform.h"
 #include "spec/spec.h"
 
 namespace tp::data {
@@ -20,5 +21,13 @@ namespace tp::data {
 Datasets open_images(const spec::DataSpec& spec, std::uint64_t seed,
                      const std::shared_ptr<const FileStore>& store,
                      std::pair<LabelledImages, LabelledImages> train_and_valid);
+
+// Image files read through `store` and made into inputs by `transform` (a random crop and flip depend on
+// (seed, epoch, index)), each with its row of `targets`. A bad file is reported to `bad_files` and the next
+// file takes its place.
+std::shared_ptr<const Dataset> image_dataset(std::shared_ptr<const FileStore> store,
+                                             std::vector<std::filesystem::path> files, std::filesystem::path root,
+                                             at::Tensor targets, ImageTransform transform, int channels,
+                                             std::uint64_t seed, std::shared_ptr<BadFiles> bad_files);
 
 }  // namespace tp::data

@@ -21,15 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A missing number in a numeric feature column: an empty cell, or a marker pandas also reads as missing.
-bool is_missing(std::string_view cell) {
-  static constexpr std::string_view markers[] = {"NA", "N/A", "NaN", "nan", "null", "NULL", "None"};
-  const auto begin = cell.find_first_not_of(" \t\r");
-  if (begin == std::string_view::npos) return true;
-  cell = cell.substr(begin, cell.find_last_not_of(" \t\r") + 1 - begin);
-  return std::find(std::begin(markers), std::end(markers), cell) != std::end(markers);
-}
-
 // How the columns of a table become features and a target; learnt from the training file.
 struct TableEncoding {
   std::vector<std::string> feature_names;

@@ -162,6 +162,45 @@ void check_outputs(torch::jit::Module& model, const data::Schema& schema, const 
 
 }  // namespace
 
+data::Schema saved_schema(const torch::jit::Module& model, const std::string& name) {
+  const auto strings = [&](const char* attribute) {
+    std::vector<std::string> values;
+    const c10::impl::GenericList list = model.attr(attribute).toList();
+    for (std::size_t i = 0; i < list.size(); ++i) values.push_back(list.get(i).toStringRef());
+    return values;
+  };
+  const auto numbers = [&](const char* attribute) {
+    std::vector<double> values;
+    const c10::impl::GenericList list = model.attr(attribute).toList();
+    for (std::size_t i = 0; i < list.size(); ++i) values.push_back(list.get(i).toDouble());
+    return values;
+  };
+  if (!model.hasattr("task") || !(model.hasattr("feature_names") || model.hasattr("image_size"))) {
+    fail(ExitCode::model, "{}: the model does not say how its input is made (no 'task', 'image_size' or "
+         "'feature_names' attribute): give a model.pt that trainpoint saved", name);
+  }
+  data::Schema schema;
+  const std::string task = model.attr("task").toStringRef();
+  schema.classification = task != "regression";
+  schema.multi_label = task == "multi_label";
+  if (model.hasattr("class_names")) schema.class_names = strings("class_names");
+  schema.num_outputs = schema.classification ? static_cast<std::int64_t>(schema.class_names.size()) : 1;
+  if (model.hasattr("feature_names")) {
+    schema.feature_names = strings("feature_names");
+    schema.feature_mean = numbers("feature_mean");
+    schema.feature_std = numbers("feature_std");
+    schema.feature_fill = numbers("feature_fill");
+    schema.input_shape = {static_cast<std::int64_t>(schema.feature_names.size())};
+  } else {
+    const std::int64_t size = model.attr("image_size").toInt();
+    schema.input_shape = {model.attr("channels").toInt(), size, size};
+    schema.resize = model.attr("resize").toStringRef();
+    schema.pixel_mean = numbers("pixel_mean");
+    schema.pixel_std = numbers("pixel_std");
+  }
+  return schema;
+}
+
 torch::jit::Module create(const spec::ModelSpec& spec, const data::Schema& schema,
                           const std::filesystem::path& root, std::uint64_t seed) {
   torch::manual_seed(seed);

@@ -32,6 +32,11 @@ namespace tp::model {
 torch::jit::Module create(const spec::ModelSpec& spec, const data::Schema& schema,
                           const std::filesystem::path& root, std::uint64_t seed);
 
+// What create() saved in a model about its data, read back (`trainpoint predict` makes its inputs by it): the
+// task, classes, input shape and preprocessing. Throws tp::Error(model) naming `name` when the model lacks them
+// (a TorchScript module trainpoint did not save).
+data::Schema saved_schema(const torch::jit::Module& model, const std::string& name);
+
 // Transfer learning (fastai's fine_tune): the head is the last top-level submodule that has
 // parameters: `fc` of the ResNets, `head` of mlp and tabular, `fc2` of small_cnn, the last child of a
 // user's TorchScript module (`fc` of torchvision's models, `1` of a fastai Sequential(body, head)).

@@ -230,5 +230,49 @@ TEST(MakeDatasetCommandLine, HelpOnStdoutAndWithoutKindOrOutOnStderrAsAUsageErro
   expect_help_as_usage_error({"make-dataset", "--out", "d"}, help);
 }
 
+TEST(PredictCommandLine, TheDefaultsAndEveryOption) {
+  const Options plain = parse({"predict", "--model", "s3://b/model.pt", "--data", "valid", "--out", "p.jsonl"});
+  ASSERT_EQ(plain.command, Command::predict);
+  const storage::PredictRequest& request = plain.predict;
+  EXPECT_EQ(request.model, "s3://b/model.pt");
+  EXPECT_EQ(request.data, "valid");
+  EXPECT_EQ(request.out, "p.jsonl");
+  EXPECT_EQ(request.format, storage::PredictionFormat::jsonl) << "from --out's extension";
+  EXPECT_EQ(std::pair(request.top_k, request.batch_size), std::pair(3, std::int64_t{64}));
+  EXPECT_EQ(request.part_size, 1024);
+  EXPECT_EQ(request.workdir, std::filesystem::current_path());
+
+  const storage::PredictRequest chosen =
+      parse({"predict", "--model", "m.pt", "--data", "t.csv", "--out", "p.jsonl", "--format", "csv", "--top-k", "1",
+             "--batch-size", "8", "--workers", "0", "--id-column", "id", "--label-column", "y", "--part-size", "10",
+             "--wait-for-parts", "60", "--endpoint", "http://minio:9000", "--workdir", "/tmp/w", "--log-format", "json"})
+          .predict;
+  EXPECT_EQ(chosen.format, storage::PredictionFormat::csv);
+  EXPECT_EQ(chosen.top_k, 1);
+  EXPECT_EQ(chosen.batch_size, 8);
+  EXPECT_EQ(chosen.workers, 0);
+  EXPECT_EQ(std::pair(chosen.id_column, chosen.label_column), std::pair(std::string("id"), std::string("y")));
+  EXPECT_EQ(chosen.part_size, 10);
+  EXPECT_EQ(chosen.wait_for_parts, std::chrono::seconds(60));
+  EXPECT_EQ(chosen.connection.endpoint, "http://minio:9000");
+  EXPECT_EQ(chosen.workdir, "/tmp/w");
+}
+
+TEST(PredictCommandLine, ABadValueIsOneUsageErrorAndMissingWordsShowTheHelp) {
+  const std::vector<std::string> words{"predict", "--model", "m.pt", "--data", "d", "--out", "p.csv"};
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), words.begin(), words.end());
+    return usage_error(more);
+  };
+  EXPECT_EQ(with({"--format", "xml"}), "--format xml: csv or jsonl");
+  EXPECT_EQ(with({"--top-k", "0"}), "--top-k 0: at least 1");
+  EXPECT_EQ(with({"--part-size", "0"}), "--part-size 0: at least 1");
+  const std::string help = help_text({"predict", "--help"},
+                                     "usage: trainpoint predict --model MODEL.pt --data DATA --out FILE [options]",
+                                     {"--model MODEL", "--data DATA", "--out FILE", "--top-k K", "--id-column NAME",
+                                      "--label-column NAME", "--part-size N", "--endpoint URL", "--log-format"});
+  expect_help_as_usage_error({"predict", "--model", "m.pt", "--data", "d"}, help);
+}
+
 }  // namespace
 }  // namespace tp::cli

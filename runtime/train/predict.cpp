@@ -1,0 +1,193 @@
+#include "train/predict.h"
+
+#include <spdlog/spdlog.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "common/digest.h"
+#include "common/error.h"
+#include "data/loader.h"
+#include "data/prediction_inputs.h"
+#include "model/model.h"
+
+namespace tp::train {
+
+namespace fs = std::filesystem;
+using storage::Prediction;
+using storage::PredictionTally;
+
+namespace {
+
+torch::jit::Module load_model(const fs::path& file, const std::string& as_named) {
+  try {
+    return torch::jit::load(file.string());
+  } catch (const c10::Error& error) {
+    fail(ExitCode::model, "--model {}: not a TorchScript model: {}", as_named, error.what_without_backtrace());
+  }
+}
+
+// What names this prediction run's parts: the model's bytes, the samples, and how the lines are written.
+std::string run_key(const fs::path& model_file, const data::Dataset& samples, const storage::PredictionLayout& layout,
+                    std::int64_t part_size) {
+  std::string identity = file_digest_hex(model_file, HashAlgorithm::sha256, ExitCode::model);
+  for (std::size_t i = 0; i < samples.size(); ++i) identity += "\n" + samples.sample_name(i);
+  identity += fmt::format("\n{} {} {} {} {}", static_cast<int>(layout.format), layout.classification, layout.top_k,
+                          layout.labelled, part_size);
+  return sha256_hex(identity).substr(0, 16);
+}
+
+// One batch's outputs as predictions, with what the labelled ones add up to.
+class BatchReader {
+ public:
+  BatchReader(const data::Schema& schema, const storage::PredictionLayout& layout) : schema_(schema), layout_(layout) {}
+
+  void read(const torch::Tensor& outputs, const torch::Tensor& targets, const data::Dataset& samples,
+            const std::vector<std::size_t>& indices, std::string& lines, PredictionTally& tally) const {
+    const torch::Tensor scores = schema_.classification
+                                     ? (schema_.multi_label ? outputs.sigmoid() : outputs.softmax(1)).to(torch::kDouble)
+                                     : outputs.reshape({-1}).to(torch::kDouble);
+    const torch::Tensor expected = targets.to(torch::kCPU);
+    for (std::size_t row = 0; row < indices.size(); ++row) {
+      Prediction prediction;
+      prediction.id = samples.sample_name(indices[row]);
+      const auto r = static_cast<std::int64_t>(row);
+      if (schema_.classification) {
+        classify(scores[r], prediction);
+      } else {
+        const double value = scores[r].item<double>();
+        prediction.predicted = fmt::format("{:.7g}", value);
+        if (layout_.labelled) {
+          const double label = expected[r].item<double>();
+          prediction.label = fmt::format("{:.7g}", label);
+          tally.absolute_error += std::abs(value - label);
+          tally.squared_error += (value - label) * (value - label);
+          ++tally.labelled;
+        }
+      }
+      if (schema_.classification && layout_.labelled) {
+        const auto label = expected[r].item<std::int64_t>();
+        prediction.label = schema_.class_names.at(static_cast<std::size_t>(label));
+        tally.correct += prediction.predicted == *prediction.label;
+        ++tally.labelled;
+      }
+      ++tally.samples;
+      lines += storage::format_prediction(layout_, prediction);
+    }
+  }
+
+ private:
+  void classify(const torch::Tensor& probabilities, Prediction& prediction) const {
+    const auto k = std::min<std::int64_t>(std::max(layout_.top_k, 1), probabilities.size(0));
+    const auto [values, classes] = probabilities.topk(k);
+    for (std::int64_t i = 0; i < k; ++i) {
+      prediction.top.emplace_back(schema_.class_names.at(static_cast<std::size_t>(classes[i].item<std::int64_t>())),
+                                  values[i].item<double>());
+    }
+    prediction.probability = prediction.top.front().second;
+    if (!schema_.multi_label) {
+      prediction.predicted = prediction.top.front().first;
+      return;
+    }
+    for (std::size_t c = 0; c < schema_.class_names.size(); ++c) {
+      if (probabilities[static_cast<std::int64_t>(c)].item<double>() <= 0.5) continue;
+      prediction.predicted += (prediction.predicted.empty() ? "" : " ") + schema_.class_names[c];
+    }
+  }
+
+  const data::Schema& schema_;
+  storage::PredictionLayout layout_;
+};
+
+struct PartResult {
+  std::string lines;
+  PredictionTally tally;
+};
+
+PartResult predict_part(torch::jit::Module& model, const data::PredictionInputs& inputs, const BatchReader& reader,
+                        std::vector<std::size_t> indices, const storage::PredictRequest& request, c10::Device device) {
+  PartResult result;
+  data::LoaderOptions options;
+  options.batch_size = request.batch_size;
+  options.workers = request.workers;
+  options.pin_memory = device.is_cuda();
+  data::Loader loader(inputs.samples, indices, /*epoch=*/0, options);
+  std::size_t first = 0;
+  while (auto batch = loader.next()) {
+    const auto count = static_cast<std::size_t>(batch->inputs.size(0));
+    const torch::Tensor outputs =
+        model.forward({batch->inputs.to(device, /*non_blocking=*/true)}).toTensor().to(torch::kCPU).to(torch::kFloat);
+    const std::vector<std::size_t> batch_indices(indices.begin() + static_cast<std::ptrdiff_t>(first),
+                                                 indices.begin() + static_cast<std::ptrdiff_t>(first + count));
+    reader.read(outputs, batch->targets, *inputs.samples, batch_indices, result.lines, result.tally);
+    first += count;
+  }
+  return result;
+}
+
+void log_summary(const PredictionTally& tally, const data::Schema& schema, const std::string& out) {
+  std::string measure;
+  if (tally.labelled > 0 && schema.classification && !schema.multi_label) {
+    measure = fmt::format("; accuracy {:.4f} on {} labelled samples", static_cast<double>(tally.correct) /
+                          static_cast<double>(tally.labelled), tally.labelled);
+  } else if (tally.labelled > 0 && !schema.classification) {
+    const auto n = static_cast<double>(tally.labelled);
+    measure = fmt::format("; mae {:.6g}, mse {:.6g} on {} labelled samples", tally.absolute_error / n,
+                          tally.squared_error / n, tally.labelled);
+  }
+  spdlog::info("predictions of {} samples written to {}{}", tally.samples, out, measure);
+}
+
+}  // namespace
+
+int predict(const storage::PredictRequest& request, int rank, int world_size) {
+  const fs::path inputs_dir = request.workdir / "predict-inputs";
+  const fs::path model_file = storage::local_copy(request.model, request.connection, inputs_dir / "model", ExitCode::model);
+  torch::jit::Module model = load_model(model_file, request.model);
+  const data::Schema schema = model::saved_schema(model, request.model);
+  const fs::path data_path = storage::local_copy(request.data, request.connection, inputs_dir / "data", ExitCode::data);
+  const data::PredictionInputs inputs = data::open_prediction_inputs(
+      data_path, schema, {request.id_column, request.label_column}, request.max_bad_files);
+
+  const storage::PredictionLayout layout{request.format, schema.classification,
+                                         static_cast<int>(std::min<std::int64_t>(request.top_k, schema.num_outputs)),
+                                         inputs.labelled};
+  const std::size_t samples = inputs.samples->size();
+  const auto part_size = static_cast<std::size_t>(request.part_size);
+  const std::size_t parts_count = (samples + part_size - 1) / part_size;
+  const storage::PredictionParts parts(request, run_key(model_file, *inputs.samples, layout, request.part_size),
+                                       parts_count);
+
+  const c10::Device device = torch::cuda::is_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  model::configure_process_for_training();
+  model.to(device);
+  model.eval();
+  torch::NoGradGuard no_grad;
+  const BatchReader reader(schema, layout);
+  const std::vector<bool> written = parts.written();
+  std::size_t skipped = 0;
+  for (std::size_t part = static_cast<std::size_t>(rank); part < parts_count; part += static_cast<std::size_t>(world_size)) {
+    if (written[part]) {
+      ++skipped;
+      continue;
+    }
+    const auto started = std::chrono::steady_clock::now();
+    std::vector<std::size_t> indices(std::min(part_size, samples - part * part_size));
+    std::iota(indices.begin(), indices.end(), part * part_size);
+    const PartResult result = predict_part(model, inputs, reader, indices, request, device);
+    parts.write(part, result.lines, result.tally);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    spdlog::info("part {} of {} written: {} samples, {:.0f} per second", part + 1, parts_count, indices.size(),
+                 static_cast<double>(indices.size()) / std::max(seconds, 1e-9));
+  }
+  if (skipped > 0) spdlog::info("{} parts of rank {} were written by an earlier attempt: not predicted again", skipped, rank);
+  if (rank != 0) return 0;
+  log_summary(parts.merge(storage::prediction_header(layout), world_size), schema, request.out);
+  return 0;
+}
+
+}  // namespace tp::train
