@@ -497,6 +497,7 @@ int predict_command(const storage::PredictRequest& request) {
   const int rank = topology.rank.value_or(topology.node_rank);
   const int world_size = topology.rank ? topology.world_size() : topology.nnodes;
   if (world_size > 1) spdlog::info("predicting as rank {} of {} ({})", rank, world_size, topology.convention);
+  model::set_compute_threads(usable_cores());  // one process per pod: all of its cores
   return train::predict(request, rank, world_size);
 }
 
