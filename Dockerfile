@@ -66,7 +66,7 @@ RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --
       ca-certificates libtorch1.13 libopenblas0-pthread libgit2-1.5 libcurl4 libssl3 libtomlplusplus3 \
       libspdlog1.10 libfmt9 libpng16-16 libturbojpeg0 libjpeg62-turbo libcsv3 libpugixml1v5 libyaml-cpp0.7 zlib1g libcpp-httplib0.11 \
       libprotobuf32 libcrcutil0 /tmp/debs/libisal2_*.deb \
-      python3-torch python3-venv python3-pip \
+      python3-torch python3-onnx python3-venv python3-pip \
     && rm -rf /var/lib/apt/lists/* /tmp/debs \
     && useradd --create-home --uid 1000 --user-group trainpoint
 COPY --from=cpu-binary /out/trainpoint /usr/local/bin/trainpoint

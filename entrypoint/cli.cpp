@@ -43,6 +43,7 @@ Commands:
   make-dataset    write a synthetic image folder or CSV table to try trainpoint with
   pack            pack an image folder or image CSV into tar shards for data.format = "shards"
   predict         apply a trained model.pt to new data and write its predictions (CSV or JSON lines)
+  export          write a trained model.pt as ONNX, with its classes and preprocessing in the metadata
   spec-reference  print the reference of every spec setting (docs/spec.md)
   version         print trainpoint's version and the libraries it was built with (also --version)
 )";
@@ -100,6 +101,10 @@ constexpr CommandText kCommands[] = {
      "the class and its probability and the top k (or the value), and the label where the data has it. As one\n"
      "pod of a job (RANK and WORLD_SIZE), it predicts its share; a killed run resumes without redoing written\n"
      "parts (docs/training.md, \"Predictions\")."},
+    {Command::export_model, "export", "usage: trainpoint export --model MODEL.pt --onnx FILE.onnx [options]",
+     "Writes a model.pt that trainpoint saved (local or s3://) as an ONNX file for runtimes without PyTorch, with\n"
+     "the model's task, classes and preprocessing in its metadata. PyTorch's exporter runs in --python, which\n"
+     "needs torch and onnx (the cpu image's python3 has both) (docs/training.md, \"ONNX\")."},
     {Command::spec_reference, "spec-reference", "usage: trainpoint spec-reference",
      "Prints the reference of every spec setting, its type, default and bounds (docs/spec.md)."},
     {Command::version, "version", "usage: trainpoint version    (or trainpoint --version)",
@@ -120,7 +125,7 @@ std::string from_env(const char* name) {
 
 [[noreturn]] void unknown_command(const std::string& name) {
   fail(ExitCode::usage, "unknown command '{}': expected run, preflight, check, render-job, s3, make-dataset, "
-       "pack, predict, spec-reference or version (see trainpoint --help)", name);
+       "pack, predict, export, spec-reference or version (see trainpoint --help)", name);
 }
 
 std::vector<std::string> split_overrides(const std::string& text) {
@@ -243,6 +248,19 @@ void add_predict_options(cxxopts::Options& parser, std::vector<std::string>& gro
   add_connection_options(parser, "predict");
 }
 
+// `trainpoint export`'s options.
+void add_export_options(cxxopts::Options& parser, std::vector<std::string>& groups) {
+  groups.push_back("export");
+  parser.add_options("export")
+      ("model", "the model.pt (local or s3://)", cxxopts::value<std::string>(), "MODEL")
+      ("onnx", "the ONNX file to write", cxxopts::value<std::string>(), "FILE")
+      ("python", "the Python with torch and onnx that exports it", cxxopts::value<std::string>()->default_value("python3"),
+       "PYTHON")
+      ("opset", "the ONNX opset", cxxopts::value<int>()->default_value("17"), "N")
+      ("workdir", "an s3:// model downloaded (default: .)", cxxopts::value<std::string>());
+  add_connection_options(parser, "export");
+}
+
 // render-job's flags, each the [k8s] key of the same name (docs/guide.md).
 void add_render_job_options(cxxopts::Options& parser, std::vector<std::string>& groups) {
   groups.push_back("render-job");
@@ -325,7 +343,8 @@ cxxopts::Options command_parser(Command command, std::vector<std::string>& group
   if (command == Command::s3) add_s3_options(parser, groups);
   if (command == Command::make_dataset) add_make_dataset_options(parser, groups);
   if (command == Command::predict) add_predict_options(parser, groups);
-  if (trains || command == Command::render_job || command == Command::predict) {
+  if (command == Command::export_model) add_export_options(parser, groups);
+  if (trains || command == Command::render_job || command == Command::predict || command == Command::export_model) {
     groups.push_back("logging");
     parser.add_options("logging")
         ("log-format", "text or json (env TRAINPOINT_LOG_FORMAT)", cxxopts::value<std::string>())
@@ -503,6 +522,18 @@ storage::PredictRequest predict_request(const cxxopts::ParseResult& parsed) {
   return request;
 }
 
+ExportOptions export_options(const cxxopts::ParseResult& parsed) {
+  ExportOptions options;
+  options.model = parsed["model"].as<std::string>();
+  options.onnx = parsed["onnx"].as<std::string>();
+  options.python = parsed["python"].as<std::string>();
+  options.opset = parsed["opset"].as<int>();
+  if (options.opset < 7 || options.opset > 30) fail(ExitCode::usage, "--opset {}: 7 to 30", options.opset);
+  options.connection = connection_options(parsed);
+  options.workdir = parsed.count("workdir") ? absolute(parsed["workdir"].as<std::string>()) : fs::current_path().string();
+  return options;
+}
+
 // --size: N (a square) or WxH.
 std::pair<int, int> image_size(const std::string& text) {
   int width = 0, height = 0;
@@ -638,6 +669,7 @@ bool lacks_required_words(Command command, const cxxopts::ParseResult& parsed) {
     case Command::s3: return !parsed.count("verb");
     case Command::make_dataset: return !(parsed.count("kind") && parsed.count("out"));
     case Command::predict: return !(parsed.count("model") && parsed.count("data") && parsed.count("out"));
+    case Command::export_model: return !(parsed.count("model") && parsed.count("onnx"));
     default: return false;
   }
 }
@@ -693,6 +725,10 @@ Options parse(int argc, char** argv) {
     case Command::make_dataset: options.make_dataset = make_dataset_request(parsed); return options;
     case Command::predict:
       options.predict = predict_request(parsed);
+      read_logging_options(parsed, options);
+      return options;
+    case Command::export_model:
+      options.export_model = export_options(parsed);
       read_logging_options(parsed, options);
       return options;
     default: break;

@@ -15,7 +15,17 @@
 namespace tp::cli {
 
 enum class Command {
-  run, preflight, check, version, spec_reference, s3, make_dataset, pack, predict, render_job, help
+  run, preflight, check, version, spec_reference, s3, make_dataset, pack, predict, export_model, render_job, help
+};
+
+// `trainpoint export`: a model.pt (local or s3://) as an ONNX file, through a Python's torch.onnx.
+struct ExportOptions {
+  std::string model;
+  std::string onnx;                 // the .onnx file to write
+  std::string python = "python3";  // the Python with torch and onnx
+  int opset = 17;
+  s3::ConnectionOptions connection;  // for an s3:// model
+  std::string workdir;               // where an s3:// model is downloaded
 };
 
 struct Options {
@@ -43,6 +53,7 @@ struct Options {
   s3::S3Command s3_command;                // s3 ls|cp|sync
   data::MakeDatasetRequest make_dataset;  // make-dataset images|table
   storage::PredictRequest predict;        // predict --model M --data D --out F
+  ExportOptions export_model;             // export --model M --onnx F
 };
 
 // Throws tp::Error (ExitCode::usage) with a message naming the bad option.

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "command/onnx_export.h"
 #include "command/prepare.h"
 #include "command/program.h"
 #include "common/cpu.h"
@@ -37,6 +38,7 @@
 #include "storage/model_weights.h"
 #include "storage/output.h"
 #include "storage/pack.h"
+#include "storage/predictions.h"
 #include "storage/run_identity.h"
 #include "train/lr_find.h"
 #include "train/predict.h"
@@ -501,6 +503,14 @@ int predict_command(const storage::PredictRequest& request) {
   return train::predict(request, rank, world_size);
 }
 
+// `trainpoint export --onnx`: an s3:// model is downloaded first.
+int export_command(const cli::ExportOptions& options) {
+  const fs::path model = storage::local_copy(options.model, options.connection,
+                                             fs::path(options.workdir) / "export-inputs", ExitCode::model);
+  command::export_onnx({model, options.onnx, options.python, options.opset});
+  return 0;
+}
+
 int version() {
   const std::string nccl = dist::nccl_version();
   std::cout << "trainpoint " << TRAINPOINT_VERSION << "\n"
@@ -523,6 +533,7 @@ int execute(const cli::Options& options) {
     case cli::Command::make_dataset: return data::make_dataset(options.make_dataset);
     case cli::Command::pack: return pack_command(options.pack);
     case cli::Command::predict: return predict_command(options.predict);
+    case cli::Command::export_model: return export_command(options.export_model);
     case cli::Command::run: return run(options);
     case cli::Command::preflight: return preflight_command(options);
     case cli::Command::render_job: return render_job(options);

@@ -11,7 +11,7 @@
 namespace tp::command {
 
 struct ProcessRequest {
-  std::filesystem::path program;   // an absolute path
+  std::filesystem::path program;   // a path, or a name looked up in PATH
   std::vector<std::string> arguments;
   // On top of this process's environment: a value sets a variable, nullopt removes it.
   std::map<std::string, std::optional<std::string>> environment;

@@ -274,5 +274,24 @@ TEST(PredictCommandLine, ABadValueIsOneUsageErrorAndMissingWordsShowTheHelp) {
   expect_help_as_usage_error({"predict", "--model", "m.pt", "--data", "d"}, help);
 }
 
+TEST(ExportCommandLine, TheModelTheFileAndThePython) {
+  const Options plain = parse({"export", "--model", "model.pt", "--onnx", "model.onnx"});
+  ASSERT_EQ(plain.command, Command::export_model);
+  EXPECT_EQ(plain.export_model.model, "model.pt");
+  EXPECT_EQ(plain.export_model.onnx, "model.onnx");
+  EXPECT_EQ(plain.export_model.python, "python3");
+  EXPECT_EQ(plain.export_model.opset, 17);
+  const Options chosen = parse({"export", "--model", "s3://b/m.pt", "--onnx", "m.onnx", "--python", "/opt/venv/bin/python",
+                                "--opset", "18", "--endpoint", "http://minio:9000"});
+  EXPECT_EQ(chosen.export_model.python, "/opt/venv/bin/python");
+  EXPECT_EQ(chosen.export_model.opset, 18);
+  EXPECT_EQ(chosen.export_model.connection.endpoint, "http://minio:9000");
+  EXPECT_EQ(usage_error({"export", "--model", "m.pt", "--onnx", "m.onnx", "--opset", "3"}), "--opset 3: 7 to 30");
+  const std::string help = help_text({"export", "--help"},
+                                     "usage: trainpoint export --model MODEL.pt --onnx FILE.onnx [options]",
+                                     {"--model MODEL", "--onnx FILE", "--python PYTHON", "--opset N"});
+  expect_help_as_usage_error({"export", "--model", "m.pt"}, help);
+}
+
 }  // namespace
 }  // namespace tp::cli
