@@ -11,6 +11,8 @@
 #include "data/format_helpers.h"
 #include "data/image.h"
 #include "data/image_formats.h"
+#include "data/shard_store.h"
+#include "data/shards.h"
 
 namespace tp::data {
 
@@ -52,8 +54,51 @@ std::optional<std::vector<std::int64_t>> folder_labels(const std::vector<fs::pat
   return labels;
 }
 
+// The class indices of the model for a packed set's targets (indices into the index's classes), or nothing when
+// one of its classes is not the model's.
+std::optional<std::vector<std::int64_t>> packed_labels(const LabelledImages& images, const Schema& schema) {
+  if (!schema.classification || schema.multi_label || images.kind != TargetKind::class_index) return std::nullopt;
+  std::vector<std::int64_t> labels;
+  labels.reserve(images.targets.size());
+  for (const float target : images.targets) {
+    const std::int64_t index = class_index(schema, images.classes.at(static_cast<std::size_t>(target)));
+    if (index < 0) return std::nullopt;
+    labels.push_back(index);
+  }
+  return labels;
+}
+
+// Packed shards (`trainpoint pack`): every sample of the index, its training shards' then its validation
+// shards', labelled by the index (classes by name; regression values as they are).
+PredictionInputs open_packed(const fs::path& directory, const Schema& schema, std::int64_t max_bad_files,
+                             const std::shared_ptr<const FileStore>& store) {
+  const ShardIndex index = read_shard_index(directory, *store);
+  check_shards_present(index, directory, *store);
+  LabelledImages images = shard_samples(index.train, index, directory);
+  LabelledImages valid = shard_samples(index.valid, index, directory);
+  images.files.insert(images.files.end(), valid.files.begin(), valid.files.end());
+  images.targets.insert(images.targets.end(), valid.targets.begin(), valid.targets.end());
+  if (images.files.empty()) fail(ExitCode::data, "{}: index.json lists no samples", directory.string());
+  PredictionInputs inputs;
+  inputs.bad_files = std::make_shared<BadFiles>(max_bad_files);
+  const auto count = static_cast<std::int64_t>(images.files.size());
+  at::Tensor targets = schema.classification ? at::full({count}, -1, at::kLong) : at::full({count}, NAN, at::kFloat);
+  if (const auto labels = packed_labels(images, schema)) {
+    targets = at::tensor(*labels, at::kLong);
+    inputs.labelled = true;
+  } else if (!schema.classification && images.kind == TargetKind::number) {
+    targets = at::tensor(images.targets, at::kFloat);
+    inputs.labelled = true;
+  }
+  inputs.samples = image_dataset(shard_store(store, directory, index), std::move(images.files), directory, targets,
+                                 saved_transform(schema), static_cast<int>(schema.input_shape.at(0)), /*seed=*/0,
+                                 inputs.bad_files);
+  return inputs;
+}
+
 PredictionInputs open_images(const fs::path& source, const Schema& schema, std::int64_t max_bad_files,
                              const std::shared_ptr<const FileStore>& store) {
+  if (fs::is_regular_file(source / kShardIndexFile)) return open_packed(source, schema, max_bad_files, store);
   std::vector<fs::path> files;
   fs::path root = source;
   if (fs::is_regular_file(source)) {

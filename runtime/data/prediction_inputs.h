@@ -29,7 +29,8 @@ struct PredictionInputs {
 
 // Images (the schema has image_size): `source` is one image file or a folder, every image below it; when
 // each image is in a subfolder named after one of the model's classes (an image_folder's validation folder),
-// those are its labels. Tables (the schema has feature_names): `source` is a CSV file (or a folder with one)
+// those are its labels. A folder with an index.json is packed shards (`trainpoint pack`): every sample, the
+// training shards' then the validation shards', labelled by the index. Tables (the schema has feature_names): `source` is a CSV file (or a folder with one)
 // with the columns the model was trained on; a category not seen in training encodes as zeros, a missing
 // number as the training median. Throws tp::Error(data) naming the file, line and column of what does not fit
 // the model: a missing column, a cell that is no number, a label that is not one of the model's classes.

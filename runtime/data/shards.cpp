@@ -14,9 +14,7 @@ namespace tp::data {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-LabelledImages samples_of(const ShardSet& set, const ShardIndex& index, const fs::path& directory) {
+LabelledImages shard_samples(const ShardSet& set, const ShardIndex& index, const fs::path& directory) {
   LabelledImages images;
   images.root = directory;
   images.classes = index.classes;
@@ -34,7 +32,6 @@ LabelledImages samples_of(const ShardSet& set, const ShardIndex& index, const fs
   return images;
 }
 
-// Every shard of the index is in `directory` with the size the index gives it.
 void check_shards_present(const ShardIndex& index, const fs::path& directory, const FileStore& store) {
   for (const ShardSet* set : {&index.train, &index.valid}) {
     for (const ShardInfo& shard : set->shards) {
@@ -53,8 +50,6 @@ void check_shards_present(const ShardIndex& index, const fs::path& directory, co
     }
   }
 }
-
-}  // namespace
 
 ShardIndex read_shard_index(const fs::path& directory, const FileStore& store) {
   const fs::path file = directory / kShardIndexFile;
@@ -78,7 +73,7 @@ Datasets open_shards(const spec::DataSpec& spec, const fs::path& root, std::uint
                directory.string(), index.train.samples(), index.train.shards.size(),
                static_cast<double>(index.train.bytes()) / (1 << 20), index.valid.samples(), index.valid.shards.size());
   Datasets datasets = open_images(spec, seed, shard_store(store, directory, index),
-                                  {samples_of(index.train, index, directory), samples_of(index.valid, index, directory)});
+                                  {shard_samples(index.train, index, directory), shard_samples(index.valid, index, directory)});
   for (const ShardInfo& shard : index.train.shards) datasets.train_shard_sizes.push_back(shard.samples);
   return datasets;
 }

@@ -173,6 +173,28 @@ TEST_F(Predict, TwoPodsWriteEverySampleOnceAndAKilledPodRedoesNothingItWrote) {
   EXPECT_FALSE(fs::exists(dir / "two.csv.parts"));
 }
 
+// The validation folder packed into shards (`trainpoint pack --valid 0`): the same images give the same
+// probabilities and labels, named by shard and key.
+TEST_F(Predict, PackedShardsPredictAsTheFolderTheyWerePackedFrom) {
+  testing::TempDir dir;
+  run_checked(testing::trainpoint_binary() + " pack " + valid() + " " + (dir / "shards").string() +
+              " --valid 0 --shard-size-mb 0.0625 --seed 1");
+  run_checked(predict(dir.path(), "--model " + model() + " --data " + valid() + " --out folder.csv --top-k 1"));
+  const auto result = run_command(predict(dir.path(), "--model " + model() + " --data shards --out shards.csv --top-k 1"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto without_ids = [](std::vector<std::vector<std::string>> rows) {
+    rows.erase(rows.begin());
+    std::multiset<std::vector<std::string>> lines;
+    for (auto& row : rows) lines.insert(std::vector<std::string>(row.begin() + 1, row.end()));
+    return lines;
+  };
+  const auto packed = read_csv_rows(dir / "shards.csv");
+  ASSERT_EQ(packed.size(), 37u);
+  EXPECT_EQ(packed[0], (std::vector<std::string>{"id", "prediction", "probability", "label"}));
+  EXPECT_NE(packed[1][0].find(".tar/"), std::string::npos) << packed[1][0];
+  EXPECT_EQ(without_ids(packed), without_ids(read_csv_rows(dir / "folder.csv")));
+}
+
 TEST_F(Predict, ModelDataAndPredictionsInS3) {
   testing::S3Server server;
   testing::TempDir dir;
