@@ -243,7 +243,7 @@ void add_predict_options(cxxopts::Options& parser, std::vector<std::string>& gro
        "N")
       ("wait-for-parts", "rank 0 waits this many seconds for the other ranks' parts",
        cxxopts::value<int>()->default_value("1800"), "SECONDS")
-      ("workdir", "an s3:// model and data downloaded, parts before their upload (default: .)",
+      ("workdir", "an s3:// model and data downloaded, parts before their upload (env TRAINPOINT_WORKDIR; default: .)",
        cxxopts::value<std::string>());
   add_connection_options(parser, "predict");
 }
@@ -257,7 +257,7 @@ void add_export_options(cxxopts::Options& parser, std::vector<std::string>& grou
       ("python", "the Python with torch and onnx that exports it", cxxopts::value<std::string>()->default_value("python3"),
        "PYTHON")
       ("opset", "the ONNX opset", cxxopts::value<int>()->default_value("17"), "N")
-      ("workdir", "an s3:// model downloaded (default: .)", cxxopts::value<std::string>());
+      ("workdir", "an s3:// model downloaded (env TRAINPOINT_WORKDIR; default: .)", cxxopts::value<std::string>());
   add_connection_options(parser, "export");
 }
 
@@ -283,7 +283,10 @@ void add_render_job_options(cxxopts::Options& parser, std::vector<std::string>& 
       ("vault-path", "Vault path of the MinIO keys", cxxopts::value<std::string>())
       ("checkout", "local working tree of --repo to read --spec from (default: .)",
        cxxopts::value<std::string>())
-      ("o,output", "write the manifest to this file instead of stdout", cxxopts::value<std::string>());
+      ("o,output", "write the manifest to this file instead of stdout", cxxopts::value<std::string>())
+      ("predict", "a prediction job: its pods run `trainpoint predict` with these options (split at spaces), such "
+       "as \"--model s3://m/model.pt --data s3://d/new --out s3://p/new.csv\"", cxxopts::value<std::string>(),
+       "OPTIONS");
 }
 
 // The options of `command`, in groups that its help lists in this order.
@@ -518,7 +521,8 @@ storage::PredictRequest predict_request(const cxxopts::ParseResult& parsed) {
   request.part_size = positive(parsed, "part-size");
   request.wait_for_parts = std::chrono::seconds(positive(parsed, "wait-for-parts"));
   request.connection = connection_options(parsed);
-  request.workdir = parsed.count("workdir") ? fs::path(absolute(parsed["workdir"].as<std::string>())) : fs::current_path();
+  const std::string workdir = option(parsed, "workdir", "TRAINPOINT_WORKDIR");
+  request.workdir = workdir.empty() ? fs::current_path() : fs::path(absolute(workdir));
   return request;
 }
 
@@ -530,7 +534,8 @@ ExportOptions export_options(const cxxopts::ParseResult& parsed) {
   options.opset = parsed["opset"].as<int>();
   if (options.opset < 7 || options.opset > 30) fail(ExitCode::usage, "--opset {}: 7 to 30", options.opset);
   options.connection = connection_options(parsed);
-  options.workdir = parsed.count("workdir") ? absolute(parsed["workdir"].as<std::string>()) : fs::current_path().string();
+  const std::string workdir = option(parsed, "workdir", "TRAINPOINT_WORKDIR");
+  options.workdir = workdir.empty() ? fs::current_path().string() : absolute(workdir);
   return options;
 }
 
@@ -640,6 +645,26 @@ void read_logging_options(const cxxopts::ParseResult& parsed, Options& options) 
   }
 }
 
+// render-job --predict's options, split at blanks and checked as `trainpoint predict` would check them, so that
+// a job that would fail at once is not rendered.
+std::vector<std::string> predict_words(const std::string& text) {
+  std::vector<std::string> words;
+  std::istringstream in(text);
+  for (std::string word; in >> word;) words.push_back(word);
+  std::vector<std::string> line{"predict"};
+  line.insert(line.end(), words.begin(), words.end());
+  Options checked;
+  try {
+    checked = parse(line);
+  } catch (const Error& error) {
+    fail(ExitCode::usage, "render-job --predict: {}", error.what());
+  }
+  if (checked.command != Command::predict) {
+    fail(ExitCode::usage, "render-job --predict: give at least --model, --data and --out (see trainpoint predict --help)");
+  }
+  return words;
+}
+
 // render-job's flags, which become TOML assignments of k8s.*: numbers as they are, everything else as a
 // quoted string; and where its spec and manifest are.
 void read_render_job_options(const cxxopts::ParseResult& parsed, Options& options) {
@@ -659,6 +684,7 @@ void read_render_job_options(const cxxopts::ParseResult& parsed, Options& option
   }
   options.checkout = parsed.count("checkout") ? parsed["checkout"].as<std::string>() : ".";
   if (parsed.count("output")) options.manifest_file = parsed["output"].as<std::string>();
+  if (parsed.count("predict")) options.predict_words = predict_words(parsed["predict"].as<std::string>());
 }
 
 // Whether `command`'s words lack what it cannot run without: then its help goes to stderr with exit 2, as a

@@ -48,6 +48,8 @@ struct Options {
   std::vector<std::string> k8s_overrides;
   std::string checkout;
   std::string manifest_file;
+  // render-job --predict: the words of `trainpoint predict` the job's pods run instead of `run` (checked here).
+  std::vector<std::string> predict_words;
   // pack: what is packed and where; an empty workdir is a temporary folder of the command's own.
   storage::PackRequest pack;
   s3::S3Command s3_command;                // s3 ls|cp|sync

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 #endif
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -395,6 +396,19 @@ void warn_if_output_is_lost(const spec::Spec& spec, const std::string& origin) {
                output, origin, where);
 }
 
+// render-job --predict: the pods run `trainpoint predict` (each its share of the parts, by RANK and
+// WORLD_SIZE), with the data's S3 endpoint unless the words name one; the job is <name>-predict unless k8s.name
+// names it, and serves no metrics.
+void predict_job(const std::vector<std::string>& words, const spec::Spec& spec, k8s::JobRequest& request) {
+  request.arguments = {"predict"};
+  request.arguments.insert(request.arguments.end(), words.begin(), words.end());
+  if (!spec.data.endpoint.empty() && std::find(words.begin(), words.end(), "--endpoint") == words.end()) {
+    request.arguments.insert(request.arguments.end(), {"--endpoint", spec.data.endpoint});
+  }
+  if (spec.k8s.name.empty()) request.name = spec.job.name + "-predict";
+  request.metrics_port = 0;
+}
+
 // The spec is read from the local working tree (--checkout) and validated, so a broken spec is
 // found before the job is submitted; --set values other than k8s.* (but k8s.grace_s) travel to the job.
 int render_job(const cli::Options& options) {
@@ -430,6 +444,7 @@ int render_job(const cli::Options& options) {
     const std::string key = item.substr(0, item.find('='));
     if (key.rfind("k8s.", 0) != 0 || key == "k8s.grace_s") request.overrides.push_back(item);
   }
+  if (!options.predict_words.empty()) predict_job(options.predict_words, spec, request);
   request.secret = k8s.secret;
   request.vault_role = k8s.vault_role;
   request.vault_tenant = k8s.vault_tenant;

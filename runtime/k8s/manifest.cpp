@@ -164,7 +164,7 @@ void pod_template(YAML::Emitter& out, const JobRequest& request) {
   out << YAML::Key << "containers" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << kPyTorchContainer;
   out << YAML::Key << "image" << YAML::Value << request.image;
-  out << YAML::Key << "args" << YAML::Value << YAML::Flow << YAML::BeginSeq << "run" << YAML::EndSeq;
+  out << YAML::Key << "args" << YAML::Value << YAML::Flow << request.arguments;
   environment(out, request);
   if (has_resources(request)) {
     out << YAML::Key << "resources" << YAML::Value;
@@ -234,8 +234,9 @@ std::string render_trainjob(const JobRequest& request) {
       << kTrainJobRuntime << YAML::EndMap;
   out << YAML::Key << "trainer" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "image" << YAML::Value << request.image;
-  out << YAML::Key << "command" << YAML::Value << YAML::Flow << YAML::BeginSeq << "trainpoint"
-      << "run" << YAML::EndSeq;
+  std::vector<std::string> command{"trainpoint"};
+  command.insert(command.end(), request.arguments.begin(), request.arguments.end());
+  out << YAML::Key << "command" << YAML::Value << YAML::Flow << command;
   out << YAML::Key << "numNodes" << YAML::Value << request.workers;
   out << YAML::Key << "numProcPerNode" << YAML::Value << request.nproc_per_node;
   if (has_resources(request)) {

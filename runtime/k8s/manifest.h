@@ -30,6 +30,9 @@ struct JobRequest {
   // prometheus.io scrape annotations; 0: none.
   int metrics_port = 0;
 
+  // The container's arguments after `trainpoint`: `run` (what the variables below configure), or `predict` and
+  // its options for a prediction job.
+  std::vector<std::string> arguments{"run"};
   // What trainpoint runs, passed as TRAINPOINT_* environment variables.
   std::string repo;
   std::string ref;

@@ -293,5 +293,23 @@ TEST(ExportCommandLine, TheModelTheFileAndThePython) {
   expect_help_as_usage_error({"export", "--model", "m.pt"}, help);
 }
 
+TEST(RenderJobCommandLine, PredictTakesTheOptionsOfPredictCheckedAtOnce) {
+  const std::vector<std::string> base{"render-job", "--repo", "https://git.example.org/r.git", "--ref", "abc",
+                                      "--spec", "train.toml"};
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), base.begin(), base.end());
+    return more;
+  };
+  const Options options =
+      parse(with({"--predict", "--model s3://m/model.pt  --data s3://d/new --out s3://p/new.jsonl --top-k 1"}));
+  EXPECT_EQ(options.predict_words, (std::vector<std::string>{"--model", "s3://m/model.pt", "--data", "s3://d/new",
+                                                             "--out", "s3://p/new.jsonl", "--top-k", "1"}));
+  EXPECT_TRUE(parse(base).predict_words.empty());
+  EXPECT_EQ(usage_error(with({"--predict", "--model m.pt --data d --out p.csv --format xml"})),
+            "render-job --predict: --format xml: csv or jsonl");
+  EXPECT_EQ(usage_error(with({"--predict", "--model m.pt --data d"})),
+            "render-job --predict: give at least --model, --data and --out (see trainpoint predict --help)");
+}
+
 }  // namespace
 }  // namespace tp::cli

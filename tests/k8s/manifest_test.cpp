@@ -175,6 +175,29 @@ TEST(Manifest, SecretsAreReferencedNeverEmbedded) {
             std::string::npos);
 }
 
+// A prediction job: every pod runs `trainpoint predict` with its options, in both kinds, within their schemas.
+TEST(Manifest, APredictionJobsPodsRunPredictWithItsOptions) {
+  const std::vector<std::string> arguments{"predict", "--model", "s3://m/model.pt", "--data", "s3://d/new",
+                                           "--out", "s3://p/new.csv"};
+  k8s::JobRequest request = cpu_job();
+  request.arguments = arguments;
+  const YAML::Node job = YAML::Load(k8s::render(request));
+  EXPECT_TRUE(unknown_fields(job, schema_fields("pytorchjob-v1.9.0-fields.txt")).empty());
+  for (const auto& type : {"Master", "Worker"}) {
+    const YAML::Node container = job["spec"]["pytorchReplicaSpecs"][type]["template"]["spec"]["containers"][0];
+    EXPECT_EQ(container["args"].as<std::vector<std::string>>(), arguments) << type;
+  }
+  request.kind = k8s::Kind::trainjob;
+  const YAML::Node trainjob = YAML::Load(k8s::render(request));
+  EXPECT_TRUE(unknown_fields(trainjob, schema_fields("trainjob-v2.2.0-fields.txt")).empty());
+  std::vector<std::string> command{"trainpoint"};
+  command.insert(command.end(), arguments.begin(), arguments.end());
+  EXPECT_EQ(trainjob["spec"]["trainer"]["command"].as<std::vector<std::string>>(), command);
+  EXPECT_EQ(YAML::Load(k8s::render(cpu_job()))["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+                ["containers"][0]["args"].as<std::vector<std::string>>(),
+            std::vector<std::string>{"run"});
+}
+
 TEST(Manifest, OneWorkerHasOnlyAMaster) {
   k8s::JobRequest request = cpu_job();
   request.workers = 1;
