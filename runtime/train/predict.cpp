@@ -41,62 +41,69 @@ std::string run_key(const fs::path& model_file, const data::Dataset& samples, co
   return sha256_hex(identity).substr(0, 16);
 }
 
-// One batch's outputs as predictions, with what the labelled ones add up to.
+// One batch's outputs as predictions, with what the labelled ones add up to. The scores, the top k and the
+// labels are read as whole tensors, not element by element.
 class BatchReader {
  public:
   BatchReader(const data::Schema& schema, const storage::PredictionLayout& layout) : schema_(schema), layout_(layout) {}
 
   void read(const torch::Tensor& outputs, const torch::Tensor& targets, const data::Dataset& samples,
             const std::vector<std::size_t>& indices, std::string& lines, PredictionTally& tally) const {
-    const torch::Tensor scores = schema_.classification
-                                     ? (schema_.multi_label ? outputs.sigmoid() : outputs.softmax(1)).to(torch::kDouble)
-                                     : outputs.reshape({-1}).to(torch::kDouble);
-    const torch::Tensor expected = targets.to(torch::kCPU);
-    for (std::size_t row = 0; row < indices.size(); ++row) {
+    const auto rows = static_cast<std::int64_t>(indices.size());
+    const torch::Tensor scores = (schema_.classification
+                                      ? (schema_.multi_label ? outputs.sigmoid() : outputs.softmax(1))
+                                      : outputs.reshape({rows, 1}))
+                                     .to(torch::kDouble)
+                                     .contiguous();
+    const torch::Tensor labels = targets.to(torch::kCPU).to(torch::kDouble).contiguous();
+    const auto k = std::min<std::int64_t>(std::max(layout_.top_k, 1), scores.size(1));
+    const auto [top_values, top_classes] = scores.topk(k, 1);
+    const torch::Tensor values = top_values.contiguous();
+    const torch::Tensor classes = top_classes.contiguous();
+    for (std::int64_t r = 0; r < rows; ++r) {
       Prediction prediction;
-      prediction.id = samples.sample_name(indices[row]);
-      const auto r = static_cast<std::int64_t>(row);
+      prediction.id = samples.sample_name(indices[static_cast<std::size_t>(r)]);
+      const double label = labels.data_ptr<double>()[r];
       if (schema_.classification) {
-        classify(scores[r], prediction);
+        classify(scores.data_ptr<double>() + r * scores.size(1), values.data_ptr<double>() + r * k,
+                 classes.data_ptr<std::int64_t>() + r * k, k, prediction);
       } else {
-        const double value = scores[r].item<double>();
-        prediction.predicted = fmt::format("{:.7g}", value);
-        if (layout_.labelled) {
-          const double label = expected[r].item<double>();
-          prediction.label = fmt::format("{:.7g}", label);
-          tally.absolute_error += std::abs(value - label);
-          tally.squared_error += (value - label) * (value - label);
-          ++tally.labelled;
-        }
+        prediction.predicted = fmt::format("{:.7g}", scores.data_ptr<double>()[r]);
       }
-      if (schema_.classification && layout_.labelled) {
-        const auto label = expected[r].item<std::int64_t>();
-        prediction.label = schema_.class_names.at(static_cast<std::size_t>(label));
-        tally.correct += prediction.predicted == *prediction.label;
-        ++tally.labelled;
-      }
+      if (layout_.labelled) add_label(label, scores.data_ptr<double>()[r], prediction, tally);
       ++tally.samples;
       lines += storage::format_prediction(layout_, prediction);
     }
   }
 
  private:
-  void classify(const torch::Tensor& probabilities, Prediction& prediction) const {
-    const auto k = std::min<std::int64_t>(std::max(layout_.top_k, 1), probabilities.size(0));
-    const auto [values, classes] = probabilities.topk(k);
+  void classify(const double* probabilities, const double* top_values, const std::int64_t* top_classes,
+                std::int64_t k, Prediction& prediction) const {
     for (std::int64_t i = 0; i < k; ++i) {
-      prediction.top.emplace_back(schema_.class_names.at(static_cast<std::size_t>(classes[i].item<std::int64_t>())),
-                                  values[i].item<double>());
+      prediction.top.emplace_back(schema_.class_names.at(static_cast<std::size_t>(top_classes[i])), top_values[i]);
     }
-    prediction.probability = prediction.top.front().second;
+    prediction.probability = top_values[0];
     if (!schema_.multi_label) {
       prediction.predicted = prediction.top.front().first;
       return;
     }
     for (std::size_t c = 0; c < schema_.class_names.size(); ++c) {
-      if (probabilities[static_cast<std::int64_t>(c)].item<double>() <= 0.5) continue;
+      if (probabilities[c] <= 0.5) continue;
       prediction.predicted += (prediction.predicted.empty() ? "" : " ") + schema_.class_names[c];
     }
+  }
+
+  // The true class or value (`value`: the regression's prediction), and what it adds to the tally.
+  void add_label(double label, double value, Prediction& prediction, PredictionTally& tally) const {
+    ++tally.labelled;
+    if (schema_.classification) {
+      prediction.label = schema_.class_names.at(static_cast<std::size_t>(label));
+      tally.correct += prediction.predicted == *prediction.label;
+      return;
+    }
+    prediction.label = fmt::format("{:.7g}", label);
+    tally.absolute_error += std::abs(value - label);
+    tally.squared_error += (value - label) * (value - label);
   }
 
   const data::Schema& schema_;
