@@ -265,59 +265,6 @@ print(worst)
   EXPECT_NE(result.output.find("on 120 labelled samples"), std::string::npos) << result.output;
 }
 
-// `trainpoint export --onnx` through Debian's torch and onnx; ONNX Runtime (PyPI) runs the file on a batch of
-// another size than the export's and gives the outputs LibTorch gives, and the metadata names the classes.
-TEST_F(Predict, AnOnnxExportRunsInOnnxRuntimeAsInLibTorchWithTheClassesInItsMetadata) {
-  testing::TempDir dir;
-  const auto exported = run_command("cd " + shell_quote(dir.path().string()) + " && " + testing::trainpoint_binary() +
-                                    " export --model " + model() + " --onnx shapes.onnx --python /usr/bin/python3");
-  ASSERT_EQ(exported.exit_code, 0) << exported.output;
-  const std::string reference = R"(
-import sys, numpy, torch
-torch.manual_seed(7)
-model = torch.jit.load(sys.argv[1]).eval()
-batch = torch.randn(5, model.channels, model.image_size, model.image_size)
-with torch.no_grad():
-    numpy.save("outputs.npy", model(batch).numpy())
-numpy.save("batch.npy", batch.numpy())
-)";
-  const std::string check = R"(
-import json, numpy, onnxruntime
-session = onnxruntime.InferenceSession("shapes.onnx", providers=["CPUExecutionProvider"])
-metadata = session.get_modelmeta().custom_metadata_map
-outputs = session.run(None, {"input": numpy.load("batch.npy")})[0]
-print(json.dumps({"worst": float(abs(outputs - numpy.load("outputs.npy")).max()), "shape": list(outputs.shape),
-                  "classes": json.loads(metadata["class_names"]), "task": metadata["task"],
-                  "image_size": int(metadata["image_size"]), "pixel_std": json.loads(metadata["pixel_std"])}))
-)";
-  testing::write_text(dir / "reference.py", reference);
-  testing::write_text(dir / "check.py", check);
-  const std::string in_dir = "cd " + shell_quote(dir.path().string()) + " && ";
-  run_checked(in_dir + "/usr/bin/python3 reference.py " + model());
-  const auto result = nlohmann::json::parse(run_checked(in_dir + testing::tools_python() + " check.py"));
-  EXPECT_LT(result.at("worst").get<double>(), 1e-4) << result;
-  EXPECT_EQ(result.at("shape"), nlohmann::json::parse("[5, 3]"));
-  const auto run = nlohmann::json::parse(testing::read_text(root() / "out" / "run.json"));
-  EXPECT_EQ(result.at("classes"), run.at("data").at("classes"));
-  EXPECT_EQ(result.at("task"), "classification");
-  EXPECT_EQ(result.at("image_size"), 24);
-  EXPECT_EQ(result.at("pixel_std").size(), 3u);
-
-  // A Python without onnx, and a model without trainpoint's attributes: named, with their exit classes.
-  auto failed = run_command(in_dir + testing::trainpoint_binary() + " export --model " + model() +
-                            " --onnx other.onnx --python " + testing::tools_python());
-  EXPECT_EQ(failed.exit_code, 9) << failed.output;
-  EXPECT_NE(failed.output.find("export --onnx needs torch and onnx in this Python"), std::string::npos) << failed.output;
-  run_checked(in_dir + "/usr/bin/python3 -c " + shell_quote("import torch; torch.jit.script(torch.nn.Linear(3, 2)).save('plain.pt')"));
-  failed = run_command(in_dir + testing::trainpoint_binary() + " export --model plain.pt --onnx other.onnx --python /usr/bin/python3");
-  EXPECT_EQ(failed.exit_code, 6) << failed.output;
-  EXPECT_NE(failed.output.find("the model does not say how its input is made"), std::string::npos) << failed.output;
-  EXPECT_FALSE(fs::exists(dir / "other.onnx"));
-  for (const auto& entry : fs::directory_iterator(dir.path())) {
-    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path() << " left behind";
-  }
-}
-
 TEST_F(Predict, WhatCannotBePredictedIsNamedWithItsExitClass) {
   testing::TempDir dir;
   const std::string python = "import torch\n"
