@@ -260,29 +260,27 @@ fs::path local_copy(const std::string& location, const s3::ConnectionOptions& co
     if (!fs::exists(location)) fail(missing, "{}: no such file or folder", location);
     return fs::absolute(location);
   }
-  s3::Client client(s3::resolve_connection(connection));
+  // As `trainpoint s3 cp` copies: the objects below the URL, or the one object it names, each kept where a copy
+  // of the same contents is already there. The URL's key is the folder they go to, below the bucket's.
   const s3::S3Url url = s3::parse_s3_url(location);
-  s3::SourceListing listing;
+  s3::StageRequest request;
+  request.source = location;
+  request.destination = directory / url.bucket;
+  if (const std::string key = url.key.substr(0, url.key.find_last_not_of('/') + 1); !key.empty()) {
+    request.destination /= s3::local_path_for_key(key, "");
+  }
+  request.reuse = s3::Reuse::contents;
+  request.connection = connection;
+  s3::StagedData staged;
   try {
-    listing = s3::list_source(client, location);
+    staged = s3::stage(request);
   } catch (const Error& error) {
     if (error.code() != ExitCode::data) throw;
     fail(missing, "{}", error.what());
   }
-  // The objects keep their keys' paths below the listing's prefix, which keeps its own below the bucket.
-  fs::path base = directory / url.bucket;
-  if (!listing.prefix.empty()) base /= s3::local_path_for_key(listing.prefix.substr(0, listing.prefix.size() - 1), "");
-  std::vector<s3::DownloadItem> items;
-  for (const s3::ObjectInfo& object : listing.objects) {
-    const fs::path target = base / s3::local_path_for_key(object.key, listing.prefix);
-    if (has_size(target, object.size)) continue;
-    fs::create_directories(target.parent_path());
-    items.push_back({object, target});
-  }
-  if (!items.empty()) spdlog::info("downloading {} ({} objects)", location, items.size());
-  client.download(url.bucket, items);
-  const bool one_object = listing.objects.size() == 1 && listing.objects.front().key == url.key;
-  return one_object ? base / s3::local_path_for_key(url.key, listing.prefix) : base;
+  if (staged.downloaded > 0) spdlog::info("downloaded {} ({} objects)", location, staged.downloaded);
+  const bool one_object = staged.objects.size() == 1 && staged.objects.front().key == url.key;
+  return one_object ? staged.root / staged.objects.front().relative_path : staged.root;
 }
 
 }  // namespace tp::storage

@@ -100,9 +100,10 @@ class PredictionParts {
   std::chrono::seconds wait_;
 };
 
-// The local path of `location` (returned as it is) or of the s3:// object or prefix it names, downloaded under
-// `directory` (an object of the same size there is taken as it is). Throws tp::Error: `missing` when nothing is
-// there, network or storage for S3 failures.
+// The local path of `location` (returned as it is) or of the s3:// object or prefix it names, copied under
+// `directory` as `trainpoint s3 cp` copies (s3::stage; a file of the same contents there is kept). Throws
+// tp::Error: `missing` when nothing is there (or a key cannot be a local path), network or storage for S3
+// failures.
 std::filesystem::path local_copy(const std::string& location, const s3::ConnectionOptions& connection,
                                  const std::filesystem::path& directory, ExitCode missing);
 

@@ -153,11 +153,11 @@ TEST(PredictionInputsCopy, AnS3ObjectAndAPrefixAreDownloadedKeepingTheirPaths) {
   const fs::path folder = local_copy(bucket + "/data/a", connection, dir.path() / "copy", ExitCode::data);
   EXPECT_EQ(testing::read_text(folder / "one.txt"), "1");
   EXPECT_EQ(testing::read_text(folder / "b" / "two.txt"), "22");
-  const fs::path file = local_copy(bucket + "/data/a/b/two.txt", connection, dir.path() / "copy", ExitCode::model);
+  const fs::path file = local_copy(bucket + "/data/a/b/two.txt", connection, dir.path() / "model", ExitCode::model);
   EXPECT_EQ(file.filename(), "two.txt");
   EXPECT_EQ(testing::read_text(file), "22");
   try {
-    local_copy(bucket + "/data/none.pt", connection, dir.path() / "copy", ExitCode::model);
+    local_copy(bucket + "/data/none.pt", connection, dir.path() / "model", ExitCode::model);
     FAIL() << "copied nothing";
   } catch (const Error& error) {
     EXPECT_EQ(error.code(), ExitCode::model) << error.what();
