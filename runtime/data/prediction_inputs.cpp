@@ -25,6 +25,11 @@ std::int64_t class_index(const Schema& schema, const std::string& name) {
   return found == schema.class_names.end() ? -1 : found - schema.class_names.begin();
 }
 
+// The targets of `count` unlabelled samples: -1 or NaN (data/prediction_inputs.h).
+at::Tensor unlabelled_targets(const Schema& schema, std::int64_t count) {
+  return schema.classification ? at::full({count}, -1, at::kLong) : at::full({count}, NAN, at::kFloat);
+}
+
 // The validation transform the model was trained with, from the schema saved in it.
 ImageTransform saved_transform(const Schema& schema) {
   ImageTransform transform;
@@ -82,7 +87,7 @@ PredictionInputs open_packed(const fs::path& directory, const Schema& schema, st
   PredictionInputs inputs;
   inputs.bad_files = std::make_shared<BadFiles>(max_bad_files);
   const auto count = static_cast<std::int64_t>(images.files.size());
-  at::Tensor targets = schema.classification ? at::full({count}, -1, at::kLong) : at::full({count}, NAN, at::kFloat);
+  at::Tensor targets = unlabelled_targets(schema, count);
   if (const auto labels = packed_labels(images, schema)) {
     targets = at::tensor(*labels, at::kLong);
     inputs.labelled = true;
@@ -113,7 +118,7 @@ PredictionInputs open_images(const fs::path& source, const Schema& schema, std::
   PredictionInputs inputs;
   inputs.bad_files = std::make_shared<BadFiles>(max_bad_files);
   const auto count = static_cast<std::int64_t>(files.size());
-  at::Tensor targets = schema.classification ? at::full({count}, -1, at::kLong) : at::full({count}, NAN, at::kFloat);
+  at::Tensor targets = unlabelled_targets(schema, count);
   if (const auto labels = folder_labels(files, root, schema)) {
     targets = at::tensor(*labels, at::kLong);
     inputs.labelled = true;
@@ -213,7 +218,7 @@ PredictionInputs open_table(const fs::path& source, const Schema& schema, const 
   PredictionInputs inputs;
   inputs.bad_files = std::make_shared<BadFiles>(max_bad_files);
   const auto rows = static_cast<std::int64_t>(table.rows.size());
-  at::Tensor targets = schema.classification ? at::full({rows}, -1, at::kLong) : at::full({rows}, NAN, at::kFloat);
+  at::Tensor targets = unlabelled_targets(schema, rows);
   if (!columns.label.empty()) {
     targets = label_targets(file, table, schema, required_column(file, table, columns.label, "--label-column"));
     inputs.labelled = true;
