@@ -39,6 +39,11 @@ Commands:
   preflight       check what run needs (ref, spec, data, output, GPUs, master, disk) and print a table
   check           validate a spec and print it resolved, with where each value came from
   render-job      print a Kubernetes PyTorchJob (or TrainJob) running --spec of --repo at --ref
+  submit          create that job on the cluster (a kubeconfig, or the notebook pod's service account)
+  list            the namespace's trainpoint jobs and their phases
+  status          a job's phase, conditions and pods, the last exit of each explained
+  logs            a rank's log (rank 0 by default), --follow to keep reading
+  cancel          delete a job; its pods get their grace period to write a checkpoint
   s3 ls|cp|sync   list and copy S3 objects with trainpoint's client
   make-dataset    write a synthetic image folder or CSV table to try trainpoint with
   pack            pack an image folder or image CSV into tar shards for data.format = "shards"
@@ -77,6 +82,23 @@ constexpr CommandText kCommands[] = {
      "Prints a Kubeflow PyTorchJob (or with --kind trainjob a Trainer v2 TrainJob) whose pods run\n"
      "trainpoint run for --repo at --ref with --spec. The spec is read and validated from the local working\n"
      "tree (--checkout); each flag below sets the k8s.* setting of the same name (docs/cli.md)."},
+    {Command::submit, "submit",
+     "usage: trainpoint submit --repo URL --ref SHA --spec PATH_IN_REPO [options]",
+     "Creates the job render-job would print on the Kubernetes cluster: the one of --kubeconfig (else\n"
+     "KUBECONFIG, ~/.kube/config, or the service account of the pod it runs in, such as a notebook's), in\n"
+     "k8s.namespace, --namespace or the context's namespace. --dry-run=server has the server check it (schemas,\n"
+     "CEL rules, RBAC, quota, admission) without creating it. A refusal is one line with the server's reason."},
+    {Command::list_jobs, "list", "usage: trainpoint list [--namespace NS] [--kubeconfig FILE]",
+     "Lists the namespace's jobs that trainpoint submitted, oldest first, with their phases."},
+    {Command::status, "status", "usage: trainpoint status [JOB] [--namespace NS] [--kubeconfig FILE]",
+     "Shows a job (default: the newest trainpoint job): its phase and conditions, what it trains, and each pod\n"
+     "by node rank with its state, restarts and last exit code explained (docs/exit-codes.md)."},
+    {Command::logs, "logs",
+     "usage: trainpoint logs [JOB] [--rank N] [--follow] [--previous] [--namespace NS] [--kubeconfig FILE]",
+     "Prints the log of the pod of node rank N (default 0, the master) of a job (default: the newest)."},
+    {Command::cancel, "cancel", "usage: trainpoint cancel JOB [--namespace NS] [--kubeconfig FILE]",
+     "Deletes the job. Its pods are stopped with SIGTERM and their grace period (k8s.grace_s) to write a\n"
+     "checkpoint, then killed."},
     {Command::pack, "pack", "usage: trainpoint pack SRC DEST [options]",
      "Packs an image_folder or image_csv source (a local path or s3://bucket/prefix) into tar shards and\n"
      "index.json at DEST (a local directory or s3://bucket/prefix), for data.format = \"shards\"\n"
@@ -124,8 +146,9 @@ std::string from_env(const char* name) {
 }
 
 [[noreturn]] void unknown_command(const std::string& name) {
-  fail(ExitCode::usage, "unknown command '{}': expected run, preflight, check, render-job, s3, make-dataset, "
-       "pack, predict, export, spec-reference or version (see trainpoint --help)", name);
+  fail(ExitCode::usage, "unknown command '{}': expected run, preflight, check, render-job, submit, list, status, "
+       "logs, cancel, s3, make-dataset, pack, predict, export, spec-reference or version (see trainpoint --help)",
+       name);
 }
 
 std::vector<std::string> split_overrides(const std::string& text) {
@@ -289,6 +312,34 @@ void add_render_job_options(cxxopts::Options& parser, std::vector<std::string>& 
        "OPTIONS");
 }
 
+bool talks_to_cluster(Command command) {
+  return command == Command::submit || command == Command::list_jobs || command == Command::status ||
+         command == Command::logs || command == Command::cancel;
+}
+
+// The cluster's options, and the job's name as a positional word where the command takes one.
+void add_cluster_options(cxxopts::Options& parser, std::vector<std::string>& groups, Command command) {
+  groups.push_back("cluster");
+  parser.add_options("cluster")
+      ("kubeconfig", "the kubeconfig (default: env KUBECONFIG, ~/.kube/config, else the pod's service account)",
+       cxxopts::value<std::string>(), "FILE")
+      ("context", "the kubeconfig's context (default: its current-context)", cxxopts::value<std::string>());
+  if (command == Command::submit) {
+    parser.add_options("cluster")("dry-run", "server: have the API server validate the job without creating it",
+                                  cxxopts::value<std::string>(), "server");
+    return;
+  }
+  parser.add_options("cluster")("namespace", "the namespace (default: the context's)", cxxopts::value<std::string>());
+  if (command == Command::list_jobs) return;
+  parser.add_options()("job", "the job", cxxopts::value<std::string>());
+  parser.parse_positional({"job"});
+  if (command != Command::logs) return;
+  parser.add_options("cluster")
+      ("rank", "the node rank whose pod's log is shown (0: the master)", cxxopts::value<int>()->default_value("0"), "N")
+      ("f,follow", "keep printing as the log grows, until the container ends")
+      ("previous", "the log of the container's run before its last restart");
+}
+
 // The options of `command`, in groups that its help lists in this order.
 cxxopts::Options command_parser(Command command, std::vector<std::string>& groups) {
   cxxopts::Options parser("trainpoint");
@@ -297,7 +348,7 @@ cxxopts::Options command_parser(Command command, std::vector<std::string>& group
   parser.set_width(110);
   parser.add_options()("h,help", "show this help");
   const bool trains = command == Command::run || command == Command::preflight || command == Command::check;
-  if (trains || command == Command::render_job) {
+  if (trains || command == Command::render_job || command == Command::submit) {
     groups.push_back("main");
     parser.add_options("main")
         ("repo", "git repository: URL or local path (env TRAINPOINT_REPO)", cxxopts::value<std::string>())
@@ -341,13 +392,15 @@ cxxopts::Options command_parser(Command command, std::vector<std::string>& group
     parser.add_options()("file", "the spec file", cxxopts::value<std::string>());
     parser.parse_positional({"file"});
   }
-  if (command == Command::render_job) add_render_job_options(parser, groups);
+  if (command == Command::render_job || command == Command::submit) add_render_job_options(parser, groups);
+  if (talks_to_cluster(command)) add_cluster_options(parser, groups, command);
   if (command == Command::pack) add_pack_options(parser, groups);
   if (command == Command::s3) add_s3_options(parser, groups);
   if (command == Command::make_dataset) add_make_dataset_options(parser, groups);
   if (command == Command::predict) add_predict_options(parser, groups);
   if (command == Command::export_model) add_export_options(parser, groups);
-  if (trains || command == Command::render_job || command == Command::predict || command == Command::export_model) {
+  if (trains || command == Command::render_job || command == Command::predict || command == Command::export_model ||
+      talks_to_cluster(command)) {
     groups.push_back("logging");
     parser.add_options("logging")
         ("log-format", "text or json (env TRAINPOINT_LOG_FORMAT)", cxxopts::value<std::string>())
@@ -687,6 +740,25 @@ void read_render_job_options(const cxxopts::ParseResult& parsed, Options& option
   if (parsed.count("predict")) options.predict_words = predict_words(parsed["predict"].as<std::string>());
 }
 
+ClusterOptions cluster_options(const cxxopts::ParseResult& parsed) {
+  ClusterOptions cluster;
+  const auto word = [&](const char* name) {
+    return parsed.count(name) ? parsed[name].as<std::string>() : std::string();
+  };
+  cluster.kubeconfig = word("kubeconfig");
+  cluster.context = word("context");
+  if (parsed.count("job")) cluster.job = word("job");
+  if (parsed.count("rank")) cluster.rank = parsed["rank"].as<int>();
+  if (cluster.rank < 0) fail(ExitCode::usage, "--rank {}: a node rank is 0 or more", cluster.rank);
+  cluster.follow = parsed.count("follow") > 0;
+  cluster.previous = parsed.count("previous") > 0;
+  if (parsed.count("dry-run")) {
+    if (word("dry-run") != "server") fail(ExitCode::usage, "--dry-run={}: only --dry-run=server is there", word("dry-run"));
+    cluster.dry_run = true;
+  }
+  return cluster;
+}
+
 // Whether `command`'s words lack what it cannot run without: then its help goes to stderr with exit 2, as a
 // bare `trainpoint`'s does.
 bool lacks_required_words(Command command, const cxxopts::ParseResult& parsed) {
@@ -696,13 +768,15 @@ bool lacks_required_words(Command command, const cxxopts::ParseResult& parsed) {
     case Command::make_dataset: return !(parsed.count("kind") && parsed.count("out"));
     case Command::predict: return !(parsed.count("model") && parsed.count("data") && parsed.count("out"));
     case Command::export_model: return !(parsed.count("model") && parsed.count("onnx"));
+    case Command::cancel: return !parsed.count("job");
     default: return false;
   }
 }
 
 void check_required(const Options& options, const std::string& name) {
   const bool needs_spec = options.command == Command::run || options.command == Command::preflight ||
-                          options.command == Command::check || options.command == Command::render_job;
+                          options.command == Command::check || options.command == Command::render_job ||
+                          options.command == Command::submit;
   if (needs_spec && options.spec.empty()) {
     fail(ExitCode::usage, "--spec is required: the spec's path in the repository (or a local file without --repo) "
          "(see trainpoint {} --help)", name);
@@ -757,12 +831,21 @@ Options parse(int argc, char** argv) {
       options.export_model = export_options(parsed);
       read_logging_options(parsed, options);
       return options;
+    case Command::list_jobs:
+    case Command::status:
+    case Command::logs:
+    case Command::cancel:
+      options.cluster = cluster_options(parsed);
+      if (parsed.count("namespace")) options.cluster.name_space = parsed["namespace"].as<std::string>();
+      read_logging_options(parsed, options);
+      return options;
     default: break;
   }
   read_spec_options(parsed, options);
   read_git_options(parsed, options);
   read_logging_options(parsed, options);
   read_render_job_options(parsed, options);
+  if (options.command == Command::submit) options.cluster = cluster_options(parsed);
   check_required(options, name);
   return options;
 }

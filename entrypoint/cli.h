@@ -15,7 +15,20 @@
 namespace tp::cli {
 
 enum class Command {
-  run, preflight, check, version, spec_reference, s3, make_dataset, pack, predict, export_model, render_job, help
+  run, preflight, check, version, spec_reference, s3, make_dataset, pack, predict, export_model, render_job,
+  submit, list_jobs, status, logs, cancel, help
+};
+
+// submit, list, status, logs, cancel: which cluster (k8s/connection.h finds it as kubectl does) and which job.
+struct ClusterOptions {
+  std::string kubeconfig;  // --kubeconfig; empty: $KUBECONFIG, ~/.kube/config, the pod's service account
+  std::string context;     // --context; empty: the kubeconfig's current one
+  std::string name_space;  // --namespace; empty: the context's (submit: k8s.namespace first)
+  std::string job;         // JOB of status, logs and cancel; empty: the newest trainpoint job (status, logs)
+  int rank = 0;            // logs --rank: the node rank whose pod's log is shown
+  bool follow = false;     // logs --follow
+  bool previous = false;   // logs --previous: the run before the container's last restart
+  bool dry_run = false;    // submit --dry-run=server: validated by the server, not created
 };
 
 // `trainpoint export`: a model.pt (local or s3://) as an ONNX file, through a Python's torch.onnx.
@@ -56,6 +69,7 @@ struct Options {
   data::MakeDatasetRequest make_dataset;  // make-dataset images|table
   storage::PredictRequest predict;        // predict --model M --data D --out F
   ExportOptions export_model;             // export --model M --onnx F
+  ClusterOptions cluster;                 // submit, list, status, logs, cancel
 };
 
 // Throws tp::Error (ExitCode::usage) with a message naming the bad option.

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "cluster_commands.h"
 #include "command/onnx_export.h"
 #include "command/prepare.h"
 #include "command/program.h"
@@ -409,9 +410,15 @@ void predict_job(const std::vector<std::string>& words, const spec::Spec& spec, 
   request.metrics_port = 0;
 }
 
-// The spec is read from the local working tree (--checkout) and validated, so a broken spec is
-// found before the job is submitted; --set values other than k8s.* (but k8s.grace_s) travel to the job.
-int render_job(const cli::Options& options) {
+struct RenderedJob {
+  k8s::JobRequest request;
+  std::string manifest;
+};
+
+// The job of render-job and submit. The spec is read from the local working tree (--checkout) and validated, so
+// a broken spec is found before the job is submitted; --set values other than k8s.* (but k8s.grace_s) travel to
+// the job.
+RenderedJob rendered_job(const cli::Options& options) {
   std::vector<std::string> overrides = options.overrides;
   overrides.insert(overrides.end(), options.k8s_overrides.begin(), options.k8s_overrides.end());
   const spec::LoadedSpec loaded = spec::load_file(fs::path(options.checkout) / options.spec, overrides, options.spec);
@@ -449,19 +456,28 @@ int render_job(const cli::Options& options) {
   request.vault_role = k8s.vault_role;
   request.vault_tenant = k8s.vault_tenant;
   request.vault_path = k8s.vault_path;
-  const std::string manifest = k8s::render(request);
+  std::string manifest = k8s::render(request);
   warn_if_output_is_lost(spec, loaded.origins.at("job.output"));
+  return {std::move(request), std::move(manifest)};
+}
 
+int render_job(const cli::Options& options) {
+  const RenderedJob job = rendered_job(options);
   if (options.manifest_file.empty()) {
-    std::cout << manifest;
+    std::cout << job.manifest;
     return 0;
   }
   std::ofstream out(options.manifest_file);
-  out << manifest;
+  out << job.manifest;
   if (!out.flush()) fail(ExitCode::output, "cannot write the manifest to {}", options.manifest_file);
-  spdlog::info("wrote {} ({} pod(s), {} process(es) each)", options.manifest_file, request.workers,
-               request.nproc_per_node);
+  spdlog::info("wrote {} ({} pod(s), {} process(es) each)", options.manifest_file, job.request.workers,
+               job.request.nproc_per_node);
   return 0;
+}
+
+int submit(const cli::Options& options) {
+  const RenderedJob job = rendered_job(options);
+  return cluster::submit(options.cluster, job.request.kind, job.request.name_space, job.manifest);
 }
 
 // A CUDA build names the CUDA runtime it loaded and the GPUs it sees, by name (a CUDA LibTorch runs on a
@@ -552,6 +568,11 @@ int execute(const cli::Options& options) {
     case cli::Command::run: return run(options);
     case cli::Command::preflight: return preflight_command(options);
     case cli::Command::render_job: return render_job(options);
+    case cli::Command::submit: return submit(options);
+    case cli::Command::list_jobs: return cluster::list(options.cluster);
+    case cli::Command::status: return cluster::status(options.cluster);
+    case cli::Command::logs: return cluster::logs(options.cluster);
+    case cli::Command::cancel: return cluster::cancel(options.cluster);
     case cli::Command::help: return cli::print_help(options);
   }
   return 0;

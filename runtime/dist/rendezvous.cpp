@@ -160,10 +160,41 @@ c10::intrusive_ptr<c10d::TCPStore> connect_to_master(const ProcessGroupOptions& 
   return store;
 }
 
+// A store whose rendezvous already said "go on" is an earlier master's: that rendezvous formed its group
+// without this rank (this rank's pod was restarted while that master has yet to notice and exit). Joining it
+// would join a group that is going away; the rank waits for the master's next start instead.
+bool finished_without_this_rank(c10d::TCPStore& store) {
+  try {
+    return store.check({kVerdict}) && get_text(store, kVerdict) == kGoOn;
+  } catch (const std::exception&) {
+    return true;  // the earlier master went away while it was asked: connect again
+  }
+}
+
+c10::intrusive_ptr<c10d::TCPStore> connect_to_current_master(const ProcessGroupOptions& options) {
+  const auto deadline = Clock::now() + options.timeout;
+  c10::intrusive_ptr<c10d::TCPStore> store = connect_to_master(options);
+  if (options.rank == 0 || !finished_without_this_rank(*store)) return store;
+  spdlog::info("rank {}: the store at {}:{} is an earlier start's of the master, whose rendezvous ended without "
+               "this rank; waiting for the master to start again", options.rank, options.master_addr,
+               options.master_port);
+  do {
+    if (Clock::now() >= deadline) {
+      fail(ExitCode::peer_lost, "rank {}: the master {}:{} did not start again within dist.timeout_s ({}s): its "
+           "store still holds an earlier start's rendezvous", options.rank, options.master_addr, options.master_port,
+           options.timeout.count());
+    }
+    store.reset();
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    store = connect_to_master(options);
+  } while (finished_without_this_rank(*store));
+  return store;
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::TCPStore> rendezvous(const ProcessGroupOptions& options) {
-  c10::intrusive_ptr<c10d::TCPStore> store = connect_to_master(options);
+  c10::intrusive_ptr<c10d::TCPStore> store = connect_to_current_master(options);
   if (options.rank == 0) {
     give_verdict(options, *store);
   } else {

@@ -171,6 +171,10 @@ Response Handle::perform(const Request& request, const std::atomic<bool>* cancel
   curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
   curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
   if (!settings_.ca_bundle.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, settings_.ca_bundle.c_str());
+  if (!settings_.ca_pem.empty()) {
+    curl_blob blob{const_cast<char*>(settings_.ca_pem.data()), settings_.ca_pem.size(), CURL_BLOB_NOCOPY};
+    curl_easy_setopt(curl, CURLOPT_CAINFO_BLOB, &blob);
+  }
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &exchange);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
@@ -187,13 +191,15 @@ Response Handle::perform(const Request& request, const std::atomic<bool>* cancel
 
   if (request.method == "HEAD") {
     curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
-  } else if (request.method == "PUT" || request.method == "POST") {
+  } else if (request.method == "PUT" || request.method == "POST" || request.body) {
     if (request.method == "PUT") {
       curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
       curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(request.body_size));
     } else {
+      // POST's way of sending a body, under the request's own method for the others (PATCH, DELETE)
       curl_easy_setopt(curl, CURLOPT_POST, 1L);
       curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body_size));
+      if (request.method != "POST") curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
     }
     curl_easy_setopt(curl, CURLOPT_READFUNCTION, on_upload);
     curl_easy_setopt(curl, CURLOPT_READDATA, &exchange);
@@ -209,7 +215,7 @@ Response Handle::perform(const Request& request, const std::atomic<bool>* cancel
   }
   header_list = curl_slist_append(header_list, "Expect:");  // no 100-continue round trip
   header_list = curl_slist_append(header_list, "Accept:");
-  if (request.method == "POST") header_list = curl_slist_append(header_list, "Content-Type:");
+  if (request.method == "POST" || request.body) header_list = curl_slist_append(header_list, "Content-Type:");
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, header_list);
 
   const CURLcode code = curl_easy_perform(curl);

@@ -18,6 +18,7 @@ namespace tp::http {
 
 struct Settings {
   std::string ca_bundle;  // empty: the system's trust store
+  std::string ca_pem;     // trusted certificates as PEM text (a kubeconfig's certificate-authority-data); wins
   std::chrono::seconds connect_timeout{10};
   // A transfer that moves no byte for this long is abandoned (Transport::transient): a stalled server or
   // proxy.
@@ -41,7 +42,7 @@ struct Request {
   std::string method = "GET";
   std::string url;  // used as is: "./" and "//" in the path are not normalised away
   Headers headers;  // libcurl's default Accept and Expect are not sent; POST has no default Content-Type
-  BodySource body;  // for PUT and POST, with `body_size`; empty: no body
+  BodySource body;  // for PUT, POST, PATCH and DELETE, with `body_size`; empty: no body
   std::uint64_t body_size = 0;
   BodySink sink;  // where a 2xx body goes; empty: kept in Response::body
   bool follow_redirects = false;

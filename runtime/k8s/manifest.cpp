@@ -209,8 +209,10 @@ std::string render_pytorchjob(const JobRequest& request) {
   metadata(out, request);
   out << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
   key_text(out, "nprocPerNode", std::to_string(request.nproc_per_node));
+  // cleanPodPolicy Running: once the job has succeeded or failed, pods still running are deleted. With None, a
+  // worker whose master failed for good would hold its CPUs or GPUs until dist.timeout_s.
   out << YAML::Key << "runPolicy" << YAML::Value << YAML::BeginMap << YAML::Key << "backoffLimit"
-      << YAML::Value << request.backoff_limit << YAML::Key << "cleanPodPolicy" << YAML::Value << "None"
+      << YAML::Value << request.backoff_limit << YAML::Key << "cleanPodPolicy" << YAML::Value << "Running"
       << YAML::EndMap;
   // The master is the pod of node rank 0, whose address the operator gives every pod as MASTER_ADDR.
   out << YAML::Key << "pytorchReplicaSpecs" << YAML::Value << YAML::BeginMap;

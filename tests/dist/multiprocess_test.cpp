@@ -128,6 +128,38 @@ TEST(Distributed, KilledMasterIsNamed) {
   EXPECT_NE(result.output.find("lost rank 0"), std::string::npos) << result.output;
 }
 
+// A rank whose pod was restarted while the master of the group it left is still up (the master has not noticed
+// yet: here the old rank is stopped, not dead, so the master waits in its all-reduce until its timeout). The new
+// rank finds a store whose rendezvous said "go on" without it: it must wait for the master's next start, not
+// join a group that is going away (a Kubernetes restart of a worker pod does this; seen in tests/k8s).
+TEST(Distributed, ARestartedRankWaitsForTheMastersNextStartInsteadOfJoiningTheEarlierGroup) {
+  testing::TempDir dir;
+  const int port = testing::free_port();
+  const std::string hang = std::string(TP_DIST_WORKER_BIN) + " hang --timeout 6";
+  const std::string join = std::string(TP_DIST_WORKER_BIN) + " fail-before-rendezvous --timeout 60 --failing-rank 99";
+  const auto log = [&](const std::string& name) { return (dir / name).string(); };
+  const std::string script =
+      torchrun_env(0, 2, port) + hang + " > " + log("old0") + " 2>&1 & old0=$!\n" +
+      torchrun_env(1, 2, port) + hang + " > " + log("old1") + " 2>&1 & old1=$!\n" +
+      "for i in $(seq 200); do grep -q step " + log("old0") + " && grep -q step " + log("old1") +
+      " && break; sleep 0.1; done\n"
+      "kill -STOP $old1\n" +
+      torchrun_env(1, 2, port) + join + " > " + log("new1") + " 2>&1 & new1=$!\n"
+      "wait $old0; echo \"old master exit $?\"\n" +
+      torchrun_env(0, 2, port) + join + " > " + log("new0") + " 2>&1 & new0=$!\n"
+      "wait $new0; echo \"new master exit $?\"; wait $new1; echo \"new worker exit $?\"\n"
+      "kill -9 $old1\n";
+  testing::write_text(dir / "restart.sh", script);
+  const auto result = run_command("timeout 120 bash " + (dir / "restart.sh").string());
+  const std::string worker = testing::read_text(dir / "new1");
+  EXPECT_NE(result.output.find("old master exit 202"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("new master exit 0"), std::string::npos) << result.output << testing::read_text(dir / "new0");
+  EXPECT_NE(result.output.find("new worker exit 0"), std::string::npos) << result.output << worker;
+  EXPECT_NE(worker.find("is an earlier start's of the master, whose rendezvous ended without this rank"),
+            std::string::npos) << worker;
+  EXPECT_NE(worker.find("joined"), std::string::npos) << worker;
+}
+
 // Three ranks where one fails before the rendezvous (a data error, exit 5), the master or another: every
 // rank exits in that class, naming the rank and its message, instead of waiting dist.timeout_s (60 s,
 // after which they would exit 202) for it. Each rank's output goes to its own file.

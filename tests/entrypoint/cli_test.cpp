@@ -311,5 +311,40 @@ TEST(RenderJobCommandLine, PredictTakesTheOptionsOfPredictCheckedAtOnce) {
             "render-job --predict: give at least --model, --data and --out (see trainpoint predict --help)");
 }
 
+TEST(ClusterCommandLine, SubmitTakesRenderJobsWordsAndTheClusters) {
+  const Options options =
+      parse({"submit", "--repo", "https://git.example.org/r.git", "--ref", "abc", "--spec", "train.toml", "--workers",
+             "2", "--namespace", "team-a", "--kubeconfig", "/k/config", "--context", "lab", "--dry-run=server"});
+  EXPECT_EQ(options.command, Command::submit);
+  EXPECT_EQ(options.k8s_overrides, (std::vector<std::string>{"k8s.namespace=\"team-a\"", "k8s.workers=2"}));
+  EXPECT_EQ(options.cluster.kubeconfig, "/k/config");
+  EXPECT_EQ(options.cluster.context, "lab");
+  EXPECT_TRUE(options.cluster.dry_run);
+  EXPECT_FALSE(parse({"submit", "--spec", "train.toml"}).cluster.dry_run);
+  EXPECT_EQ(usage_error({"submit", "--spec", "t.toml", "--dry-run=client"}),
+            "--dry-run=client: only --dry-run=server is there");
+  EXPECT_EQ(usage_error({"submit", "--repo", "r"}).rfind("--spec is required", 0), 0u);
+}
+
+TEST(ClusterCommandLine, StatusLogsAndCancelNameTheJobAndLogsARank) {
+  const Options status = parse({"status"});
+  EXPECT_EQ(status.command, Command::status);
+  EXPECT_EQ(status.cluster.job, "");
+  const Options logs = parse({"logs", "fit-3", "--rank", "2", "-f", "--previous", "--namespace", "team-b"});
+  EXPECT_EQ(logs.command, Command::logs);
+  EXPECT_EQ(logs.cluster.job, "fit-3");
+  EXPECT_EQ(logs.cluster.rank, 2);
+  EXPECT_TRUE(logs.cluster.follow);
+  EXPECT_TRUE(logs.cluster.previous);
+  EXPECT_EQ(logs.cluster.name_space, "team-b");
+  EXPECT_EQ(parse({"cancel", "fit-3"}).cluster.job, "fit-3");
+  EXPECT_EQ(parse({"list", "--namespace", "x"}).command, Command::list_jobs);
+  EXPECT_EQ(usage_error({"logs", "--rank", "-1"}), "--rank -1: a node rank is 0 or more");
+  // cancel without a job: its help, as a usage error (deleting "the newest" job by default would be a trap)
+  expect_help_as_usage_error({"cancel"}, help_text({"cancel", "--help"}, "usage: trainpoint cancel JOB",
+                                                   {"--namespace", "--kubeconfig"}));
+  help_text({"logs", "--help"}, "usage: trainpoint logs [JOB]", {"--rank", "--follow", "--previous"});
+}
+
 }  // namespace
 }  // namespace tp::cli

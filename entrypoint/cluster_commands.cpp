@@ -1,0 +1,89 @@
+#include "cluster_commands.h"
+
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "common/error.h"
+#include "k8s/api.h"
+#include "k8s/connection.h"
+#include "k8s/jobs.h"
+
+namespace tp::cluster {
+namespace {
+
+k8s::Connection connection_for(const cli::ClusterOptions& options, const std::string& name_space) {
+  k8s::ConnectOptions connect;
+  connect.kubeconfig = options.kubeconfig;
+  connect.context = options.context;
+  connect.name_space = name_space.empty() ? options.name_space : name_space;
+  return k8s::connect(connect);
+}
+
+std::string job_or_newest(k8s::Api& api, const cli::ClusterOptions& options) {
+  return options.job.empty() ? k8s::newest_job(api) : options.job;
+}
+
+k8s::JobState existing_job(k8s::Api& api, const std::string& name) {
+  std::optional<k8s::JobState> job = k8s::job_state(api, name);
+  if (!job) {
+    fail(ExitCode::usage, "namespace {} has no PyTorchJob or TrainJob named {} (trainpoint list shows its jobs)",
+         api.connection().name_space, name);
+  }
+  return *job;
+}
+
+}  // namespace
+
+int submit(const cli::ClusterOptions& options, k8s::Kind kind, const std::string& name_space,
+           const std::string& manifest) {
+  k8s::Api api(connection_for(options, name_space));
+  const k8s::Submitted job = k8s::submit(api, kind, manifest, options.dry_run);
+  const char* kind_name = kind == k8s::Kind::pytorchjob ? "PyTorchJob" : "TrainJob";
+  if (job.dry_run) {
+    spdlog::info("{} {}/{} passed the server's checks (dry run: nothing created)", kind_name, job.name_space, job.name);
+  } else {
+    spdlog::info("created {} {}/{}: follow it with `trainpoint status {}` and `trainpoint logs {} --follow`", kind_name,
+                 job.name_space, job.name, job.name, job.name);
+  }
+  std::cout << job.name << "\n";
+  return 0;
+}
+
+int list(const cli::ClusterOptions& options) {
+  k8s::Api api(connection_for(options, ""));
+  for (const k8s::JobState& job : k8s::list_jobs(api)) {
+    std::cout << job.name << "\t" << (job.kind == k8s::Kind::pytorchjob ? "PyTorchJob" : "TrainJob") << "\t"
+              << job.phase << "\t" << job.created << "\n";
+  }
+  return 0;
+}
+
+int status(const cli::ClusterOptions& options) {
+  k8s::Api api(connection_for(options, ""));
+  std::cout << k8s::describe(existing_job(api, job_or_newest(api, options)));
+  return 0;
+}
+
+int logs(const cli::ClusterOptions& options) {
+  k8s::Api api(connection_for(options, ""));
+  const k8s::JobState job = existing_job(api, job_or_newest(api, options));
+  const k8s::PodState& pod = k8s::pod_of_rank(job, options.rank);
+  k8s::pod_log(api, pod.name, options.follow, options.previous, [](std::string_view text) {
+    std::cout.write(text.data(), static_cast<std::streamsize>(text.size()));
+    std::cout.flush();
+    return true;
+  });
+  return 0;
+}
+
+int cancel(const cli::ClusterOptions& options) {
+  k8s::Api api(connection_for(options, ""));
+  const k8s::JobState job = existing_job(api, options.job);
+  k8s::cancel(api, job.kind, job.name);
+  spdlog::info("deleted {}/{}: its {} pod(s) stop within their grace period", job.name_space, job.name,
+               job.pods.size());
+  return 0;
+}
+
+}  // namespace tp::cluster
