@@ -93,6 +93,17 @@ Topology read_topology(const EnvironmentLookup& environment, int spec_nproc_per_
     return topology;
   }
 
+  // An elastic PyTorchJob (elasticPolicy) gives a range of nodes and a c10d rendezvous endpoint instead of
+  // RANK, WORLD_SIZE and MASTER_ADDR: the ranks would be assigned by torchrun's elastic agent, which trainpoint is
+  // not. Refused at once, saying what to change, rather than waiting for a master that is never named.
+  const auto rdzv = env.text("PET_RDZV_ENDPOINT");
+  const auto pet_nnodes_text = env.text("PET_NNODES");
+  if ((pet_nnodes_text && pet_nnodes_text->find(':') != std::string::npos) || (rdzv && !env.text("MASTER_ADDR"))) {
+    fail(ExitCode::usage, "an elastic PyTorchJob (PET_NNODES={}, PET_RDZV_ENDPOINT={}): trainpoint runs a fixed "
+         "number of nodes, each told its rank; remove elasticPolicy from the job (trainpoint submit and render-job "
+         "never write it) and give the replicas as a number", pet_nnodes_text.value_or("unset"), rdzv.value_or("unset"));
+  }
+
   // A node: Kubeflow PyTorchJob v1 (RANK is the pod index, WORLD_SIZE counts processes or pods),
   // Kubeflow Trainer v2 (PET_* only), or a plain single-node run.
   const auto pet_nproc = env.integer("PET_NPROC_PER_NODE", 1, /*allow_auto=*/true);

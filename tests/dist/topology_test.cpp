@@ -124,6 +124,19 @@ TEST(Topology, InconsistentValuesAreClearErrors) {
   EXPECT_EQ(error_of({{"PET_MASTER_PORT", "1"}, {"MASTER_PORT", "2"}}), "PET_MASTER_PORT=1 disagrees with MASTER_PORT=2");
 }
 
+// What the Kubeflow training operator v1.9.3 gave the pods of a PyTorchJob with elasticPolicy (min 1, max 2;
+// ../shared/design/facts.md): no RANK, WORLD_SIZE or MASTER_ADDR. Refused at once with what to change.
+TEST(Topology, AnElasticPyTorchJobIsRefusedSayingWhatToChange) {
+  const Env elastic{{"PET_RDZV_ENDPOINT", "job-worker-0:23456"}, {"PET_RDZV_BACKEND", "c10d"},
+                    {"PET_NNODES", "1:2"}, {"PET_MAX_RESTARTS", "3"}, {"PET_NPROC_PER_NODE", "1"}};
+  EXPECT_EQ(error_of(elastic),
+            "an elastic PyTorchJob (PET_NNODES=1:2, PET_RDZV_ENDPOINT=job-worker-0:23456): trainpoint runs a fixed number "
+            "of nodes, each told its rank; remove elasticPolicy from the job (trainpoint submit and render-job never "
+            "write it) and give the replicas as a number");
+  EXPECT_NE(error_of({{"PET_NNODES", "2:2"}, {"PET_RDZV_ENDPOINT", "job-worker-0:23456"}}).find("an elastic PyTorchJob"),
+            std::string::npos);
+}
+
 // Found by tests/fuzz (topology): each variable was bounded, but not their product, so the world size
 // (nodes x processes per node) overflowed int.
 TEST(Topology, TheWorldMustFitAnInt) {
