@@ -15,6 +15,7 @@
 #include "s3/s3_server.h"
 #include "support/background_process.h"
 #include "support/process.h"
+#include "support/tables.h"
 #include "support/temp_dir.h"
 
 namespace tp {
@@ -24,16 +25,6 @@ namespace fs = std::filesystem;
 using testing::run_command;
 using testing::shell_quote;
 
-// A classification table: 3 classes separable from 4 features, `rows` rows.
-std::string table(int rows) {
-  std::string csv = "a,b,c,d,label\n";
-  for (int i = 0; i < rows; ++i) {
-    const int label = i % 3;
-    csv += fmt::format("{},{},{},{},{}\n", label * 2 + (i % 7) * 0.1, (i % 11) * 0.3 - label, (i % 5) * 0.2,
-                       label * 0.5 - (i % 13) * 0.05, "c" + std::to_string(label));
-  }
-  return csv;
-}
 
 constexpr const char* kSpec = R"([job]
 seed = 5
@@ -175,7 +166,7 @@ std::vector<fs::path> checkpoints_in(const fs::path& output) {
 
 class Restarts : public ::testing::Test {
  protected:
-  void SetUp() override { testing::write_text(dir_ / "table.csv", table(2400)); }
+  void SetUp() override { testing::write_text(dir_ / "table.csv", testing::separable_table(2400)); }
 
   // The spec file for `settings`, with its data beside it.
   std::string spec_arguments(const JobSettings& settings, const std::string& name = "train.toml") {
@@ -266,7 +257,7 @@ TEST_F(Restarts, TwoPodsOfTwoRanksWithAnS3OutputSurviveAPodKilledMidEpoch) {
 // is refused before any rendezvous, naming old and new values and the ways out, and nothing is deleted;
 // more epochs continue the run; the finished run run again says so.
 TEST_F(Restarts, AChangedSettingIsRefusedNamingItAndMoreEpochsContinue) {
-  testing::write_text(dir_ / "other.csv", table(2000));
+  testing::write_text(dir_ / "other.csv", testing::separable_table(2000));
   const std::string spec = spec_arguments({});
   const std::string workdir = " --workdir " + shell_quote(dir_.path().string());
   const auto first = run_command(testing::trainpoint_binary() + " run " + spec + workdir + " --set train.epochs=1");

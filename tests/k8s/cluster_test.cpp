@@ -16,6 +16,7 @@
 #include "support/k8s_cluster.h"
 #include "support/pod_runner.h"
 #include "support/process.h"
+#include "support/tables.h"
 #include "support/temp_dir.h"
 
 namespace tp {
@@ -26,16 +27,6 @@ using testing::run_checked;
 using testing::run_command;
 using testing::shell_quote;
 
-// A classification table: 3 classes separable from 4 features.
-std::string table(int rows) {
-  std::string csv = "a,b,c,d,label\n";
-  for (int i = 0; i < rows; ++i) {
-    const int label = i % 3;
-    csv += fmt::format("{},{},{},{},c{}\n", label * 2 + (i % 7) * 0.1, (i % 11) * 0.3 - label, (i % 5) * 0.2,
-                       label * 0.5 - (i % 13) * 0.05, label);
-  }
-  return csv;
-}
 
 std::string spec(const std::string& endpoint, int epochs) {
   return fmt::format(R"([job]
@@ -89,8 +80,8 @@ class ClusterEnvironment : public ::testing::Environment {
                     "--from-literal=AWS_SECRET_ACCESS_KEY={} 2>&1",
                     testing::S3Server::kAccessKey, testing::S3Server::kSecretKey)));
     const fs::path root = shared->repo.path();
-    testing::write_text(root / "table.csv", table(600));
-    testing::write_text(root / "large.csv", table(6000));
+    testing::write_text(root / "table.csv", testing::separable_table(600));
+    testing::write_text(root / "large.csv", testing::separable_table(6000));
     testing::write_text(root / "train.toml", spec(shared->s3.endpoint(), 2));
     std::string slow = spec(shared->s3.endpoint(), 12);
     slow.replace(slow.find("table.csv"), 9, "large.csv");
