@@ -35,11 +35,11 @@ k8s::JobState existing_job(k8s::Api& api, const std::string& name) {
 
 }  // namespace
 
-int submit(const cli::ClusterOptions& options, k8s::Kind kind, const std::string& name_space,
-           const std::string& manifest) {
-  k8s::Api api(connection_for(options, name_space));
-  const k8s::Submitted job = k8s::submit(api, kind, manifest, options.dry_run);
-  const char* kind_name = kind == k8s::Kind::pytorchjob ? "PyTorchJob" : "TrainJob";
+int submit(const cli::ClusterOptions& options, const k8s::JobRequest& request, const std::string& manifest) {
+  k8s::Api api(connection_for(options, request.name_space));
+  if (!request.secret.empty()) k8s::require_secret(api, request.secret);
+  const k8s::Submitted job = k8s::submit(api, request.kind, manifest, options.dry_run);
+  const char* kind_name = request.kind == k8s::Kind::pytorchjob ? "PyTorchJob" : "TrainJob";
   if (job.dry_run) {
     spdlog::info("{} {}/{} passed the server's checks (dry run: nothing created)", kind_name, job.name_space, job.name);
   } else {

@@ -8,9 +8,9 @@
 
 namespace tp::cluster {
 
-// Creates `manifest` (a job of `kind`) in `name_space` (k8s.namespace; empty: --namespace's or the context's).
-int submit(const cli::ClusterOptions& options, k8s::Kind kind, const std::string& name_space,
-           const std::string& manifest);
+// Creates `manifest`, rendered from `request`, in request.name_space (k8s.namespace; empty: the context's), after
+// checking that the Secret it reads credentials from is there.
+int submit(const cli::ClusterOptions& options, const k8s::JobRequest& request, const std::string& manifest);
 int list(const cli::ClusterOptions& options);
 int status(const cli::ClusterOptions& options);
 int logs(const cli::ClusterOptions& options);

@@ -477,7 +477,7 @@ int render_job(const cli::Options& options) {
 
 int submit(const cli::Options& options) {
   const RenderedJob job = rendered_job(options);
-  return cluster::submit(options.cluster, job.request.kind, job.request.name_space, job.manifest);
+  return cluster::submit(options.cluster, job.request, job.manifest);
 }
 
 // A CUDA build names the CUDA runtime it loaded and the GPUs it sees, by name (a CUDA LibTorch runs on a

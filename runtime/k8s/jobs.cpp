@@ -141,6 +141,20 @@ Submitted submit(Api& api, Kind kind, const std::string& manifest, bool dry_run)
   return {kind, text(created, "/metadata/name"), name_space, dry_run};
 }
 
+void require_secret(Api& api, const std::string& name) {
+  const std::string& name_space = api.connection().name_space;
+  std::optional<nlohmann::json> secret;
+  try {
+    secret = api.find("/api/v1/namespaces/" + name_space + "/secrets/" + name);
+  } catch (const Error&) {
+    return;  // not allowed to look (403): the pods will tell
+  }
+  if (!secret) {
+    fail(ExitCode::usage, "Secret {} (k8s.secret, --secret) is not in namespace {}: the pods would start without its "
+         "S3 and git credentials; create it, or name the one that holds them", name, name_space);
+  }
+}
+
 std::optional<JobState> job_state(Api& api, const std::string& name) {
   for (Kind kind : {Kind::pytorchjob, Kind::trainjob}) {
     std::optional<nlohmann::json> job;

@@ -30,6 +30,11 @@ struct Submitted {
 // (schemas, CEL rules, admission) and stores nothing. A refusal is a tp::Error naming the server's reason.
 Submitted submit(Api& api, Kind kind, const std::string& manifest, bool dry_run);
 
+// A tp::Error (usage) when the namespace has no Secret `name`: its keys are optional in the pod spec, so the pods
+// would start without S3 or git credentials and fail later. Nothing is checked when the account may not read
+// Secrets.
+void require_secret(Api& api, const std::string& name);
+
 struct Condition {
   std::string type;  // Created, Running, Restarting, Succeeded, Failed, Suspended
   std::string status;

@@ -292,10 +292,26 @@ TEST(Cluster, DryRunHasTheServerCheckBothKindsAndCreatesNothing) {
 TEST(Cluster, AQuotaRefusalIsOneLineWithTheServersReason) {
   const fs::path quota_team = shared->cluster.add_namespace("team-quota");
   run_checked(shared->cluster.kubectl("-n team-quota create quota jobs --hard=count/pytorchjobs.kubeflow.org=0 2>&1"));
+  run_checked(shared->cluster.kubectl("-n team-quota create secret generic minio --from-literal=AWS_ACCESS_KEY_ID=k 2>&1"));
+  // Until the quota controller has counted what is used, the server refuses with "status unknown for quota". It
+  // counts a custom resource once its discovery (every 30 s) has found it: up to a minute after the start.
+  ASSERT_TRUE(wait_until([] {
+    return !run_command(shared->cluster.kubectl("-n team-quota get quota jobs -o jsonpath='{.status.used}'")).output.empty();
+  }, std::chrono::seconds(150)));
   const auto submitted = trainpoint(submit_words("over-quota"), quota_team);
   EXPECT_EQ(submitted.exit_code, 2) << submitted.output;
   EXPECT_NE(submitted.output.find("exceeded quota: jobs"), std::string::npos) << submitted.output;
   EXPECT_EQ(std::count(submitted.output.begin(), submitted.output.end(), '\n'), 1) << submitted.output;
+}
+
+TEST(Cluster, AMissingSecretIsNamedBeforeAnythingIsCreated) {
+  std::string words = submit_words("no-keys");
+  words.replace(words.find("--secret minio "), 15, "--secret minio-typo ");
+  const auto submitted = trainpoint(words);
+  EXPECT_EQ(submitted.exit_code, 2) << submitted.output;
+  EXPECT_NE(submitted.output.find("Secret minio-typo (k8s.secret, --secret) is not in namespace team-a"),
+            std::string::npos) << submitted.output;
+  EXPECT_EQ(trainpoint("status no-keys").exit_code, 2);
 }
 
 TEST(Cluster, InANotebookPodTheServiceAccountIsFoundWithoutAKubeconfig) {

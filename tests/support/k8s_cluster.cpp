@@ -56,7 +56,7 @@ void wait_until(const std::function<bool()>& ready, const std::string& what, con
 }
 
 // What a Kubeflow profile gives a notebook's service account in its own namespace (kubeflow-edit, narrowed to
-// what trainpoint's commands use).
+// what trainpoint's commands use: jobs; reading pods, logs, services, events and Secrets).
 std::string notebook_role(const std::string& name_space) {
   return "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: notebook\n  namespace: " + name_space +
          "\nrules:\n"
@@ -64,7 +64,7 @@ std::string notebook_role(const std::string& name_space) {
          "  verbs: [get, list, watch, create, update, patch, delete]\n"
          "- apiGroups: [trainer.kubeflow.org]\n  resources: [trainjobs, trainjobs/status]\n"
          "  verbs: [get, list, watch, create, update, patch, delete]\n"
-         "- apiGroups: ['']\n  resources: [pods, pods/log, services, events]\n  verbs: [get, list, watch]\n"
+         "- apiGroups: ['']\n  resources: [pods, pods/log, services, events, secrets]\n  verbs: [get, list, watch]\n"
          "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: notebook\n"
          "  namespace: " + name_space +
          "\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: notebook\n"
