@@ -215,7 +215,9 @@ Response Handle::perform(const Request& request, const std::atomic<bool>* cancel
   }
   header_list = curl_slist_append(header_list, "Expect:");  // no 100-continue round trip
   header_list = curl_slist_append(header_list, "Accept:");
-  if (request.method == "POST" || request.body) header_list = curl_slist_append(header_list, "Content-Type:");
+  // POST's mechanics add a form Content-Type; a request sends its own or none (PUT's add none).
+  const bool sent_as_post = request.method == "POST" || (request.body && request.method != "PUT");
+  if (sent_as_post) header_list = curl_slist_append(header_list, "Content-Type:");
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, header_list);
 
   const CURLcode code = curl_easy_perform(curl);
