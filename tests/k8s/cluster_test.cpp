@@ -1,6 +1,6 @@
 // trainpoint's job commands against a real Kubernetes API server and the real Kubeflow training operator
-// (support/k8s_cluster.h): what render-job makes is accepted and reconciled into pods and services, the pods run
-// trainpoint from the operator's own pod spec (support/pod_runner.h), and submit, list, status, logs and cancel
+// (k8s/k8s_cluster.h): what render-job makes is accepted and reconciled into pods and services, the pods run
+// trainpoint from the operator's own pod spec (k8s/pod_runner.h), and submit, list, status, logs and cancel
 // show and change what happens, as a notebook's service account that may act only in its own namespace.
 #include <gtest/gtest.h>
 
@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "s3/s3_server.h"
-#include "support/k8s_cluster.h"
-#include "support/pod_runner.h"
+#include "k8s/k8s_cluster.h"
+#include "k8s/pod_runner.h"
 #include "support/process.h"
 #include "support/tables.h"
 #include "support/temp_dir.h"

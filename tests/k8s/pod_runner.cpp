@@ -1,4 +1,4 @@
-#include "support/pod_runner.h"
+#include "k8s/pod_runner.h"
 
 #include <fcntl.h>
 #include <httplib.h>

@@ -1,4 +1,4 @@
-#include "support/k8s_cluster.h"
+#include "k8s/k8s_cluster.h"
 
 #include <chrono>
 #include <fstream>
@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "support/pod_runner.h"
+#include "k8s/pod_runner.h"
 #include "support/process.h"
 
 namespace fs = std::filesystem;
@@ -201,7 +201,7 @@ void KubernetesCluster::install_operator() {
 
 void KubernetesCluster::start_kwok() {
   kubelet_port_ = free_port();
-  fs::copy_file(fs::path(source_dir()) / "tests" / "support" / "kwok-stages.yaml", directory_ / "kwok.yaml");
+  fs::copy_file(fs::path(source_dir()) / "tests" / "k8s" / "kwok-stages.yaml", directory_ / "kwok.yaml");
   processes_.push_back(std::make_unique<BackgroundProcess>(
       shell_quote(tool(bin_, "kwok").string()) + " --kubeconfig=" + admin_kubeconfig().string() +
           " --config=" + (directory_ / "kwok.yaml").string() +

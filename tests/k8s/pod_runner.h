@@ -1,4 +1,4 @@
-// A kubelet for the tests' kwok node (support/k8s_cluster.h): kwok keeps the node Ready and runs nothing, so this
+// A kubelet for the tests' kwok node (k8s/k8s_cluster.h): kwok keeps the node Ready and runs nothing, so this
 // runs each pod the scheduler binds to the node as a local process, from the pod spec as the operator wrote it:
 // the container's args after the trainpoint binary under test (the image's entrypoint), its env with
 // $(VAR) references, fieldRefs, secretKeyRefs and envFrom resolved, its emptyDir and hostPath volumes

@@ -1,7 +1,7 @@
 // A Kubernetes control plane on loopback for the tests of trainpoint's job commands (tests/k8s): etcd,
 // kube-apiserver with token authentication and RBAC, kube-controller-manager, kube-scheduler, the Kubeflow
 // training operator (PyTorchJob) and kwok, which keeps one node Ready and runs nothing. The pods the
-// scheduler puts on that node are run by a PodRunner (support/pod_runner.h) as local processes. Built by
+// scheduler puts on that node are run by a PodRunner (k8s/pod_runner.h) as local processes. Built by
 // `scripts/install-go-tools kubernetes` into $TRAINPOINT_CACHE/go-tools/bin, as MinIO is.
 #pragma once
 
