@@ -39,7 +39,7 @@ int submit(const cli::ClusterOptions& options, const k8s::JobRequest& request, c
   k8s::Api api(connection_for(options, request.name_space));
   if (!request.secret.empty()) k8s::require_secret(api, request.secret);
   const k8s::Submitted job = k8s::submit(api, request.kind, manifest, options.dry_run);
-  const char* kind_name = request.kind == k8s::Kind::pytorchjob ? "PyTorchJob" : "TrainJob";
+  const char* kind_name = k8s::kind_name(request.kind);
   if (job.dry_run) {
     spdlog::info("{} {}/{} passed the server's checks (dry run: nothing created)", kind_name, job.name_space, job.name);
   } else {
@@ -53,7 +53,7 @@ int submit(const cli::ClusterOptions& options, const k8s::JobRequest& request, c
 int list(const cli::ClusterOptions& options) {
   k8s::Api api(connection_for(options, ""));
   for (const k8s::JobState& job : k8s::list_jobs(api)) {
-    std::cout << job.name << "\t" << (job.kind == k8s::Kind::pytorchjob ? "PyTorchJob" : "TrainJob") << "\t"
+    std::cout << job.name << "\t" << k8s::kind_name(job.kind) << "\t"
               << job.phase << "\t" << job.created << "\n";
   }
   return 0;

@@ -46,6 +46,13 @@ std::string what_to_do(long status) {
   }
 }
 
+// Throws the server's refusal of a non-2xx answer, in the class of who can fix it.
+void check_answer(const std::string& method, const std::string& path, const http::Response& response) {
+  if (response.status >= 200 && response.status < 300) return;
+  fail(exit_class_of(response.status), "the Kubernetes API server refused {} {}: HTTP {}: {}{}", method, path,
+       response.status, status_message(response.body), what_to_do(response.status));
+}
+
 }  // namespace
 
 Api::Api(Connection connection)
@@ -54,8 +61,8 @@ Api::Api(Connection connection)
 
 Api::~Api() = default;
 
-std::string Api::exchange(const std::string& method, const std::string& path, const std::string& body,
-                          const std::string& content_type, bool allow_missing, bool* missing) {
+std::optional<std::string> Api::exchange(const std::string& method, const std::string& path, const std::string& body,
+                                         const std::string& content_type, bool allow_missing) {
   http::Request request = request_for(connection_, method, path);
   if (!content_type.empty()) {
     request.headers.emplace_back("Content-Type", content_type);
@@ -80,41 +87,33 @@ std::string Api::exchange(const std::string& method, const std::string& path, co
     }
     return std::nullopt;
   });
-  if (allow_missing && response.status == 404) {
-    *missing = true;
-    return "";
-  }
-  if (response.status < 200 || response.status >= 300) {
-    fail(exit_class_of(response.status), "the Kubernetes API server refused {} {}: HTTP {}: {}{}", method, path,
-         response.status, status_message(response.body), what_to_do(response.status));
-  }
+  if (allow_missing && response.status == 404) return std::nullopt;
+  check_answer(method, path, response);
   return response.body;
 }
 
 nlohmann::json Api::get(const std::string& path) {
-  return nlohmann::json::parse(exchange("GET", path, "", "", false, nullptr));
+  return nlohmann::json::parse(*exchange("GET", path, "", "", false));
 }
 
 std::optional<nlohmann::json> Api::find(const std::string& path) {
-  bool missing = false;
-  const std::string body = exchange("GET", path, "", "", true, &missing);
-  if (missing) return std::nullopt;
-  return nlohmann::json::parse(body);
+  const std::optional<std::string> body = exchange("GET", path, "", "", true);
+  if (!body) return std::nullopt;
+  return nlohmann::json::parse(*body);
 }
 
 nlohmann::json Api::create(const std::string& path, const std::string& body, const std::string& content_type) {
-  return nlohmann::json::parse(exchange("POST", path, body, content_type, false, nullptr));
+  return nlohmann::json::parse(*exchange("POST", path, body, content_type, false));
 }
 
 nlohmann::json Api::merge_patch(const std::string& path, const nlohmann::json& patch) {
-  return nlohmann::json::parse(exchange("PATCH", path, patch.dump(), "application/merge-patch+json", false, nullptr));
+  return nlohmann::json::parse(*exchange("PATCH", path, patch.dump(), "application/merge-patch+json", false));
 }
 
 std::optional<nlohmann::json> Api::remove(const std::string& path, const nlohmann::json& options) {
-  bool missing = false;
-  const std::string body = exchange("DELETE", path, options.dump(), "application/json", true, &missing);
-  if (missing) return std::nullopt;
-  return nlohmann::json::parse(body);
+  const std::optional<std::string> body = exchange("DELETE", path, options.dump(), "application/json", true);
+  if (!body) return std::nullopt;
+  return nlohmann::json::parse(*body);
 }
 
 void Api::stream(const std::string& path, const std::function<bool(std::string_view)>& sink) {
@@ -128,10 +127,7 @@ void Api::stream(const std::string& path, const std::function<bool(std::string_v
   if (response.transport != http::Transport::ok) {
     fail(ExitCode::network, "GET {}{}: {}", connection_.server, path, response.transport_error);
   }
-  if (response.status < 200 || response.status >= 300) {
-    fail(exit_class_of(response.status), "the Kubernetes API server refused GET {}: HTTP {}: {}{}", path,
-         response.status, status_message(response.body), what_to_do(response.status));
-  }
+  check_answer("GET", path, response);
 }
 
 }  // namespace tp::k8s

@@ -45,8 +45,9 @@ class Api {
   void stream(const std::string& path, const std::function<bool(std::string_view)>& sink);
 
  private:
-  std::string exchange(const std::string& method, const std::string& path, const std::string& body,
-                       const std::string& content_type, bool allow_missing, bool* missing);
+  // The body of a 2xx answer; nullopt for a 404 where `allow_missing`; a refusal otherwise throws.
+  std::optional<std::string> exchange(const std::string& method, const std::string& path, const std::string& body,
+                                      const std::string& content_type, bool allow_missing);
 
   Connection connection_;
   std::unique_ptr<http::Handle> handle_;

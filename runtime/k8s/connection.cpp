@@ -4,11 +4,10 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "common/base64.h"
 #include "common/error.h"
+#include "common/files.h"
 
 namespace fs = std::filesystem;
 
@@ -20,12 +19,13 @@ std::string environment(const char* name) {
   return value == nullptr ? std::string() : std::string(value);
 }
 
-std::string read_file(const fs::path& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ExitCode::usage, "cannot read {} {}", what, path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+// common's read_file, refused as what the file is for ("cannot read the kubeconfig PATH").
+std::string read_named(const fs::path& path, const std::string& what) {
+  try {
+    return read_file(path, ExitCode::usage);
+  } catch (const Error&) {
+    fail(ExitCode::usage, "cannot read {} {}", what, path.string());
+  }
 }
 
 std::string trimmed(std::string text) {
@@ -74,7 +74,7 @@ void read_cluster(const YAML::Node& cluster, const std::string& kubeconfig, cons
     connection.ca_pem = base64_decode(data);
     if (connection.ca_pem.empty()) fail(ExitCode::usage, "{}: certificate-authority-data is not base64", where);
   } else if (cluster["certificate-authority"]) {
-    connection.ca_pem = read_file(beside(kubeconfig, text_of(cluster, "certificate-authority")),
+    connection.ca_pem = read_named(beside(kubeconfig, text_of(cluster, "certificate-authority")),
                                   where + ": certificate-authority");
   }
 }
@@ -84,7 +84,7 @@ void read_user(const YAML::Node& user, const std::string& kubeconfig, const std:
   if (user["token"]) {
     connection.token = text_of(user, "token");
   } else if (user["tokenFile"]) {
-    connection.token = trimmed(read_file(beside(kubeconfig, text_of(user, "tokenFile")), where + ": tokenFile"));
+    connection.token = trimmed(read_named(beside(kubeconfig, text_of(user, "tokenFile")), where + ": tokenFile"));
   } else if (user["exec"] || user["auth-provider"] || user["client-certificate"] || user["client-certificate-data"]) {
     fail(ExitCode::usage, "{}: trainpoint signs in with a token (token or tokenFile), and this user has none (client "
          "certificates and exec or auth-provider plugins are not supported): use a service account's token, as "
@@ -97,7 +97,7 @@ void read_user(const YAML::Node& user, const std::string& kubeconfig, const std:
 Connection from_kubeconfig(const std::string& path, const ConnectOptions& options) {
   YAML::Node config;
   try {
-    config = YAML::Load(read_file(path, "the kubeconfig"));
+    config = YAML::Load(read_named(path, "the kubeconfig"));
   } catch (const YAML::Exception& error) {
     fail(ExitCode::usage, "kubeconfig {}:{}:{}: {}", path, error.mark.line + 1, error.mark.column + 1, error.msg);
   }
@@ -131,11 +131,11 @@ Connection in_cluster(const ConnectOptions& options) {
   // An IPv6 address needs brackets in a URL.
   const std::string address = host.find(':') == std::string::npos ? host : "[" + host + "]";
   connection.server = "https://" + address + ":" + (port.empty() ? "443" : port);
-  connection.token = trimmed(read_file(token, "the service account token"));
+  connection.token = trimmed(read_named(token, "the service account token"));
   const fs::path ca = fs::path(options.service_account_dir) / "ca.crt";
-  if (fs::exists(ca)) connection.ca_pem = read_file(ca, "the service account CA");
+  if (fs::exists(ca)) connection.ca_pem = read_named(ca, "the service account CA");
   const fs::path name_space = fs::path(options.service_account_dir) / "namespace";
-  if (fs::exists(name_space)) connection.name_space = trimmed(read_file(name_space, "the service account namespace"));
+  if (fs::exists(name_space)) connection.name_space = trimmed(read_named(name_space, "the service account namespace"));
   return connection;
 }
 

@@ -16,8 +16,6 @@ constexpr const char* kJobNameLabel = "training.kubeflow.org/job-name";
 constexpr const char* kReplicaTypeLabel = "training.kubeflow.org/replica-type";
 constexpr const char* kReplicaIndexLabel = "training.kubeflow.org/replica-index";
 
-const char* kind_name(Kind kind) { return kind == Kind::pytorchjob ? "PyTorchJob" : "TrainJob"; }
-
 std::string text(const nlohmann::json& object, const nlohmann::json::json_pointer& pointer) {
   if (!object.contains(pointer)) return "";
   const nlohmann::json& value = object.at(pointer);
@@ -28,7 +26,21 @@ std::string text(const nlohmann::json& object, const std::string& pointer) {
   return text(object, nlohmann::json::json_pointer(pointer));
 }
 
-std::string pods_path(const std::string& name_space) { return "/api/v1/namespaces/" + name_space + "/pods"; }
+// A core (v1) collection of the connection's namespace: pods, events, secrets.
+std::string core_path(const Api& api, const std::string& resource) {
+  return "/api/v1/namespaces/" + api.connection().name_space + "/" + resource;
+}
+
+// Api::find of a job path of `kind`. PyTorchJobs are what trainpoint submits by default; TrainJobs may be out of
+// reach (nullopt): Trainer's CRD absent (404) or the account without access to them (403).
+std::optional<nlohmann::json> find_of_kind(Api& api, Kind kind, const std::string& path) {
+  try {
+    return api.find(path);
+  } catch (const Error&) {
+    if (kind == Kind::pytorchjob) throw;
+    return std::nullopt;
+  }
+}
 
 std::vector<Condition> conditions_of(const nlohmann::json& job) {
   std::vector<Condition> conditions;
@@ -88,8 +100,8 @@ PodState pod_state(const nlohmann::json& pod) {
 }
 
 std::vector<PodState> pods_of(Api& api, const std::string& job) {
-  const nlohmann::json list = api.get(pods_path(api.connection().name_space) + "?labelSelector=" +
-                                      percent_encode(std::string(kJobNameLabel) + "=" + job, false));
+  const nlohmann::json list =
+      api.get(core_path(api, "pods") + "?labelSelector=" + percent_encode(std::string(kJobNameLabel) + "=" + job, false));
   std::vector<PodState> pods;
   for (const nlohmann::json& pod : list["items"]) pods.push_back(pod_state(pod));
   std::sort(pods.begin(), pods.end(), [](const PodState& a, const PodState& b) { return a.node_rank < b.node_rank; });
@@ -98,7 +110,7 @@ std::vector<PodState> pods_of(Api& api, const std::string& job) {
 
 std::vector<Event> events_of(Api& api, const std::string& job, Kind kind) {
   const nlohmann::json list =
-      api.get("/api/v1/namespaces/" + api.connection().name_space + "/events?fieldSelector=" +
+      api.get(core_path(api, "events") + "?fieldSelector=" +
               percent_encode("involvedObject.name=" + job + ",involvedObject.kind=" + kind_name(kind), false));
   std::vector<Event> events;
   for (const nlohmann::json& item : list["items"]) {
@@ -129,6 +141,8 @@ JobState state_of(const nlohmann::json& job, Kind kind) {
 
 }  // namespace
 
+const char* kind_name(Kind kind) { return kind == Kind::pytorchjob ? "PyTorchJob" : "TrainJob"; }
+
 std::string jobs_path(Kind kind, const std::string& name_space) {
   return kind == Kind::pytorchjob ? "/apis/kubeflow.org/v1/namespaces/" + name_space + "/pytorchjobs"
                                   : "/apis/trainer.kubeflow.org/v1alpha1/namespaces/" + name_space + "/trainjobs";
@@ -142,28 +156,22 @@ Submitted submit(Api& api, Kind kind, const std::string& manifest, bool dry_run)
 }
 
 void require_secret(Api& api, const std::string& name) {
-  const std::string& name_space = api.connection().name_space;
   std::optional<nlohmann::json> secret;
   try {
-    secret = api.find("/api/v1/namespaces/" + name_space + "/secrets/" + name);
+    secret = api.find(core_path(api, "secrets/" + name));
   } catch (const Error&) {
     return;  // not allowed to look (403): the pods will tell
   }
   if (!secret) {
     fail(ExitCode::usage, "Secret {} (k8s.secret, --secret) is not in namespace {}: the pods would start without its "
-         "S3 and git credentials; create it, or name the one that holds them", name, name_space);
+         "S3 and git credentials; create it, or name the one that holds them", name, api.connection().name_space);
   }
 }
 
 std::optional<JobState> job_state(Api& api, const std::string& name) {
   for (Kind kind : {Kind::pytorchjob, Kind::trainjob}) {
-    std::optional<nlohmann::json> job;
-    try {
-      job = api.find(jobs_path(kind, api.connection().name_space) + "/" + name);
-    } catch (const Error&) {
-      if (kind == Kind::pytorchjob) throw;
-      return std::nullopt;  // a cluster without Trainer's CRD
-    }
+    const std::optional<nlohmann::json> job =
+        find_of_kind(api, kind, jobs_path(kind, api.connection().name_space) + "/" + name);
     if (!job) continue;
     JobState state = state_of(*job, kind);
     if (kind == Kind::pytorchjob) state.pods = pods_of(api, name);
@@ -176,14 +184,8 @@ std::optional<JobState> job_state(Api& api, const std::string& name) {
 std::vector<JobState> list_jobs(Api& api) {
   std::vector<JobState> jobs;
   for (Kind kind : {Kind::pytorchjob, Kind::trainjob}) {
-    const std::string path = jobs_path(kind, api.connection().name_space) + "?labelSelector=" +
-                             percent_encode(kManagedBy, false);
-    std::optional<nlohmann::json> list;
-    try {
-      list = api.find(path);
-    } catch (const Error&) {
-      if (kind == Kind::pytorchjob) throw;
-    }
+    const std::optional<nlohmann::json> list = find_of_kind(
+        api, kind, jobs_path(kind, api.connection().name_space) + "?labelSelector=" + percent_encode(kManagedBy, false));
     if (!list) continue;
     for (const nlohmann::json& job : (*list)["items"]) jobs.push_back(state_of(job, kind));
   }
@@ -245,7 +247,7 @@ const PodState& pod_of_rank(const JobState& job, int rank) {
 
 void pod_log(Api& api, const std::string& pod, bool follow, bool previous,
              const std::function<bool(std::string_view)>& sink) {
-  std::string path = pods_path(api.connection().name_space) + "/" + pod + "/log?container=" + kContainer;
+  std::string path = core_path(api, "pods/" + pod + "/log?container=" + kContainer);
   if (follow) path += "&follow=true";
   if (previous) path += "&previous=true";
   api.stream(path, sink);

@@ -16,6 +16,9 @@
 
 namespace tp::k8s {
 
+// "PyTorchJob" or "TrainJob", as the API server names the kind.
+const char* kind_name(Kind kind);
+
 // The collection of `kind` in `name_space`: /apis/GROUP/VERSION/namespaces/NS/PLURAL.
 std::string jobs_path(Kind kind, const std::string& name_space);
 

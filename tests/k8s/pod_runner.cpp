@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "common/base64.h"
+#include "common/child_process.h"
 #include "common/url.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -209,7 +210,7 @@ void PodRunner::step() {
       int status = 0;
       if (::waitpid(process->pid, &status, WNOHANG) == process->pid) {
         std::lock_guard<std::mutex> lock(mutex_);
-        process->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        process->exit_code = exit_code_of(status);
         process->finished_at = now_rfc3339();
       }
     }
