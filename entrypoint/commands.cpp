@@ -226,14 +226,16 @@ void announce_preflight_failure(const std::optional<spec::LoadedSpec>& loaded, c
   } catch (const Error&) {
     return;
   }
-  if (topology.world_size() == 1) return;
+  // The pod speaks for its launched ranks, which will not start; a worker process only for itself.
+  const int silent_ranks = topology.rank ? 1 : topology.nproc_per_node;
+  if (topology.world_size() == silent_ranks) return;  // the whole world is this pod: nobody to tell
   dist::ProcessGroupOptions group;
   group.rank = topology.rank.value_or(topology.node_rank * topology.nproc_per_node);
   group.world_size = topology.world_size();
   group.master_addr = topology.master_addr;
   group.master_port = topology.master_port;
   group.timeout = std::chrono::seconds(dist_spec.timeout_s);
-  dist::announce_failure(group, error.code(), error.what());
+  dist::announce_failure(group, error.code(), error.what(), silent_ranks);
 }
 
 // The spec located and loaded, after the pod's preflight when it runs one: once per pod, so workers that the

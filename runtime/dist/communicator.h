@@ -97,8 +97,10 @@ std::unique_ptr<Communicator> connect(const ProcessGroupOptions& options);
 // Tells the other ranks that this rank failed before the rendezvous, so that they stop with its class and
 // message instead of waiting dist.timeout_s for it: rank 0 serves the store with that verdict until every
 // rank has read it (or a minute passed); another rank leaves its failure in rank 0's store if it reaches it
-// within a minute. Never throws.
-void announce_failure(const ProcessGroupOptions& options, ExitCode code, const std::string& message);
+// within a minute. `silent_ranks` is how many ranks, this one included, will never read it: a pod whose
+// preflight failed speaks for all its local ranks, which do not start. Never throws.
+void announce_failure(const ProcessGroupOptions& options, ExitCode code, const std::string& message,
+                      int silent_ranks = 1);
 
 // Runs a step a rank takes before the rendezvous (rank 0 deciding which run this is, opening the data,
 // building the model); when it throws tp::Error, the other ranks are told (announce_failure) before the

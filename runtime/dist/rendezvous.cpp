@@ -203,7 +203,8 @@ c10::intrusive_ptr<c10d::TCPStore> rendezvous(const ProcessGroupOptions& options
   return store;
 }
 
-void announce_failure(const ProcessGroupOptions& options, ExitCode code, const std::string& message) {
+void announce_failure(const ProcessGroupOptions& options, ExitCode code, const std::string& message,
+                      int silent_ranks) {
   const auto until = Clock::now() + announce_window(options);
   const std::string failure = encode(code, fmt::format("rank {} failed before the rendezvous: {}", options.rank,
                                                        message));
@@ -211,7 +212,7 @@ void announce_failure(const ProcessGroupOptions& options, ExitCode code, const s
     if (options.rank == 0) {
       auto store = connect_store(options, true, announce_window(options));
       set_text(*store, kVerdict, failure);
-      serve_until_read(options, *store, options.world_size - 1);
+      serve_until_read(options, *store, options.world_size - silent_ranks);
       return;
     }
     while (Clock::now() < until) {

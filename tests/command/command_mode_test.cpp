@@ -194,6 +194,8 @@ TEST_F(CommandMode, AScriptMissingFromTheCheckoutFailsThePreflightBeforeAnyRankS
   EXPECT_NE(result.output.find("preflight check 'command' failed: job.command: '/usr/bin/python3 -u trian.py' runs "
                                "trian.py, which is not in the checkout"), std::string::npos) << result.output;
   EXPECT_EQ(result.output.find("started 2 workers"), std::string::npos) << result.output;
+  // The pod holds the whole world (its 2 launched ranks): nobody else waits to be told.
+  EXPECT_EQ(result.output.find("telling the other ranks why"), std::string::npos) << result.output;
 }
 
 TEST_F(CommandMode, CheckShowsOnlyWhatCommandModeUses) {
