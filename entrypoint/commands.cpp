@@ -20,6 +20,7 @@
 #include "command/program.h"
 #include "common/cpu.h"
 #include "common/error.h"
+#include "common/files.h"
 #include "common/url.h"
 #include "data/dataset.h"
 #include "data/make_dataset.h"
@@ -61,6 +62,8 @@ struct SpecSource {
 // Set by the node for the workers it launches, so that they use its checkout instead of cloning.
 constexpr const char* kPreparedCheckout = "TRAINPOINT_PREPARED_CHECKOUT";
 constexpr const char* kPreparedCommit = "TRAINPOINT_PREPARED_COMMIT";
+// The platform's [k8s] defaults in an image, when TRAINPOINT_PLATFORM_DEFAULTS names no other file.
+constexpr const char* kPlatformDefaultsFile = "/etc/trainpoint/platform.toml";
 
 // A run from a local repository trains the commit, not the working tree: edits not yet committed are
 // named, so that nobody waits for a run of what they did not commit.
@@ -412,6 +415,20 @@ void predict_job(const std::vector<std::string>& words, const spec::Spec& spec, 
   request.metrics_port = 0;
 }
 
+// The platform team's [k8s] defaults: the file TRAINPOINT_PLATFORM_DEFAULTS names (which must exist), else
+// /etc/trainpoint/platform.toml when the image has one. The spec's own [k8s] and --set override them.
+std::optional<spec::PlatformDefaults> platform_defaults() {
+  const char* named = std::getenv("TRAINPOINT_PLATFORM_DEFAULTS");
+  const fs::path file = named != nullptr && *named != '\0' ? fs::path(named) : fs::path(kPlatformDefaultsFile);
+  if (named == nullptr && !fs::exists(file)) return std::nullopt;
+  if (!fs::is_regular_file(file)) {
+    fail(ExitCode::usage, "TRAINPOINT_PLATFORM_DEFAULTS={}: no such file (the platform's [k8s] defaults)",
+         file.string());
+  }
+  spdlog::info("platform defaults: {}", file.string());
+  return spec::PlatformDefaults{read_file(file, ExitCode::spec), file.string()};
+}
+
 struct RenderedJob {
   k8s::JobRequest request;
   std::string manifest;
@@ -423,7 +440,8 @@ struct RenderedJob {
 RenderedJob rendered_job(const cli::Options& options) {
   std::vector<std::string> overrides = options.overrides;
   overrides.insert(overrides.end(), options.k8s_overrides.begin(), options.k8s_overrides.end());
-  const spec::LoadedSpec loaded = spec::load_file(fs::path(options.checkout) / options.spec, overrides, options.spec);
+  const spec::LoadedSpec loaded =
+      spec::load_file(fs::path(options.checkout) / options.spec, overrides, options.spec, platform_defaults());
   const spec::Spec& spec = loaded.spec;
   const spec::K8sSpec& k8s = spec.k8s;
 
@@ -458,6 +476,15 @@ RenderedJob rendered_job(const cli::Options& options) {
   request.vault_role = k8s.vault_role;
   request.vault_tenant = k8s.vault_tenant;
   request.vault_path = k8s.vault_path;
+  request.node_selector = k8s.node_selector;
+  request.tolerations = k8s.tolerations;
+  request.queue = k8s.queue;
+  request.priority_class = k8s.priority_class;
+  request.active_deadline_s = static_cast<int>(k8s.active_deadline_s);
+  request.ttl_s = static_cast<int>(k8s.ttl_s);
+  request.service_account = k8s.service_account;
+  request.image_pull_secret = k8s.image_pull_secret;
+  request.volumes = k8s.volumes;
   std::string manifest = k8s::render(request);
   warn_if_output_is_lost(spec, loaded.origins.at("job.output"));
   return {std::move(request), std::move(manifest)};

@@ -136,6 +136,10 @@ JobState state_of(const nlohmann::json& job, Kind kind) {
   state.conditions = conditions_of(job);
   state.phase = phase_of(state.conditions);
   read_source(job, state);
+  const nlohmann::json::json_pointer queue("/metadata/labels/kueue.x-k8s.io~1queue-name");
+  if (job.contains(queue) && job.at(queue).is_string()) state.queue = job.at(queue).get<std::string>();
+  const nlohmann::json::json_pointer suspend(kind == Kind::pytorchjob ? "/spec/runPolicy/suspend" : "/spec/suspend");
+  state.suspended = job.contains(suspend) && job.at(suspend).is_boolean() && job.at(suspend).get<bool>();
   return state;
 }
 
@@ -150,8 +154,10 @@ std::string jobs_path(Kind kind, const std::string& name_space) {
 
 Submitted submit(Api& api, Kind kind, const std::string& manifest, bool dry_run) {
   const std::string& name_space = api.connection().name_space;
-  const nlohmann::json created =
-      api.create(jobs_path(kind, name_space) + (dry_run ? "?dryRun=All" : ""), manifest, "application/yaml");
+  // Strict: a field the server does not know (a CRD of another version) is refused, not silently dropped.
+  const nlohmann::json created = api.create(
+      jobs_path(kind, name_space) + "?fieldValidation=Strict" + (dry_run ? "&dryRun=All" : ""), manifest,
+      "application/yaml");
   return {kind, text(created, "/metadata/name"), name_space, dry_run};
 }
 
@@ -219,6 +225,11 @@ std::string exit_meaning(int code, const std::string& reason) {
 std::string describe(const JobState& job) {
   std::string out = fmt::format("{} {}/{}: {}\n", kind_name(job.kind), job.name_space, job.name, job.phase);
   if (!job.repo.empty()) out += fmt::format("  trains {} of {} at {}\n", job.spec, job.repo, job.ref);
+  if (job.suspended) {
+    out += job.queue.empty() ? "  suspended: no pods run until it is resumed\n"
+                             : fmt::format("  suspended in Kueue's queue {}: its pods start when the queue admits it\n",
+                                           job.queue);
+  }
   for (const Condition& condition : job.conditions) {
     out += fmt::format("  {} {} {}{}\n", condition.since, condition.type, condition.status,
                        condition.message.empty() ? "" : ": " + condition.message);

@@ -79,6 +79,8 @@ struct JobState {
   std::string spec;            // TRAINPOINT_SPEC of the pod template, and its repository and ref
   std::string repo;
   std::string ref;
+  std::string queue;       // the Kueue LocalQueue it was submitted to (label kueue.x-k8s.io/queue-name)
+  bool suspended = false;  // spec.runPolicy.suspend (PyTorchJob) or spec.suspend (TrainJob)
 };
 
 // nullopt when the namespace has no PyTorchJob or TrainJob of that name.

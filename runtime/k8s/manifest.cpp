@@ -93,12 +93,20 @@ void resources(YAML::Emitter& out, const JobRequest& request) {
   out << YAML::EndMap;
 }
 
-void volume_mounts(YAML::Emitter& out) {
+// The pod's name of the k8s.volumes claim at `index` (in the claims' order).
+std::string claim_volume(std::size_t index) { return "claim-" + std::to_string(index); }
+
+void mount(YAML::Emitter& out, const std::string& name, const std::string& path) {
+  out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << name << YAML::Key << "mountPath" << YAML::Value
+      << path << YAML::EndMap;
+}
+
+void volume_mounts(YAML::Emitter& out, const JobRequest& request) {
   out << YAML::Key << "volumeMounts" << YAML::Value << YAML::BeginSeq;
-  out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << "dshm" << YAML::Key << "mountPath"
-      << YAML::Value << "/dev/shm" << YAML::EndMap;
-  out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << "scratch" << YAML::Key << "mountPath"
-      << YAML::Value << kScratchMount << YAML::EndMap;
+  mount(out, "dshm", "/dev/shm");
+  mount(out, "scratch", kScratchMount);
+  std::size_t index = 0;
+  for (const auto& [claim, path] : request.volumes) mount(out, claim_volume(index++), path);
   out << YAML::EndSeq;
 }
 
@@ -118,7 +126,60 @@ void volumes(YAML::Emitter& out, const JobRequest& request) {
     out << YAML::Key << "hostPath" << YAML::Value << YAML::BeginMap << YAML::Key << "path" << YAML::Value
         << request.scratch << YAML::Key << "type" << YAML::Value << "DirectoryOrCreate" << YAML::EndMap;
   }
-  out << YAML::EndMap << YAML::EndSeq;
+  out << YAML::EndMap;
+  std::size_t index = 0;
+  for (const auto& [claim, path] : request.volumes) {
+    out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << claim_volume(index++) << YAML::Key
+        << "persistentVolumeClaim" << YAML::Value << YAML::BeginMap << YAML::Key << "claimName" << YAML::Value
+        << claim << YAML::EndMap << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+}
+
+// A toleration in kubectl taint's words: KEY=VALUE:EFFECT (Equal), KEY:EFFECT or KEY (Exists); without an
+// effect it tolerates every effect of the taint.
+struct Toleration {
+  std::string key;
+  std::string value;  // empty: Exists
+  std::string effect;
+};
+
+Toleration parse_toleration(const std::string& words) {
+  static const std::regex form(R"(^([^=:]+)(=([^=:]*))?(:(NoSchedule|PreferNoSchedule|NoExecute))?$)");
+  std::smatch match;
+  if (!std::regex_match(words, match, form)) {
+    fail(ExitCode::usage, "k8s.tolerations: '{}' is not KEY=VALUE:EFFECT, KEY:EFFECT or KEY (EFFECT: NoSchedule, "
+         "PreferNoSchedule or NoExecute), such as \"nvidia.com/gpu:NoSchedule\"", words);
+  }
+  return {match[1], match[3], match[5]};
+}
+
+// Where the pods run and as whom: node selector, tolerations, service account, pull secret (both kinds).
+void placement(YAML::Emitter& out, const JobRequest& request) {
+  if (!request.node_selector.empty()) {
+    out << YAML::Key << "nodeSelector" << YAML::Value << YAML::BeginMap;
+    for (const auto& [label, value] : request.node_selector) key_text(out, label, value);
+    out << YAML::EndMap;
+  }
+  if (!request.tolerations.empty()) {
+    out << YAML::Key << "tolerations" << YAML::Value << YAML::BeginSeq;
+    for (const auto& words : request.tolerations) {
+      const Toleration toleration = parse_toleration(words);
+      out << YAML::BeginMap;
+      key_text(out, "key", toleration.key);
+      out << YAML::Key << "operator" << YAML::Value << (toleration.value.empty() ? "Exists" : "Equal");
+      if (!toleration.value.empty()) key_text(out, "value", toleration.value);
+      if (!toleration.effect.empty()) out << YAML::Key << "effect" << YAML::Value << toleration.effect;
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
+  if (!request.service_account.empty()) key_text(out, "serviceAccountName", request.service_account);
+  if (!request.image_pull_secret.empty()) {
+    out << YAML::Key << "imagePullSecrets" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
+    key_text(out, "name", request.image_pull_secret);
+    out << YAML::EndMap << YAML::EndSeq;
+  }
 }
 
 // The platform's Vault agent writes the MinIO keys to /vault/secrets/minio-<tenant> as export
@@ -161,6 +222,8 @@ void pod_template(YAML::Emitter& out, const JobRequest& request) {
   pod_metadata(out, request);
   out << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "terminationGracePeriodSeconds" << YAML::Value << request.grace_s;
+  placement(out, request);
+  if (!request.priority_class.empty()) key_text(out, "priorityClassName", request.priority_class);
   out << YAML::Key << "containers" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << kPyTorchContainer;
   out << YAML::Key << "image" << YAML::Value << request.image;
@@ -175,7 +238,7 @@ void pod_template(YAML::Emitter& out, const JobRequest& request) {
         << YAML::Value << "metrics" << YAML::Key << "containerPort" << YAML::Value << request.metrics_port
         << YAML::EndMap << YAML::EndSeq;
   }
-  volume_mounts(out);
+  volume_mounts(out, request);
   out << YAML::EndMap << YAML::EndSeq;
   volumes(out, request);
   out << YAML::EndMap << YAML::EndMap;
@@ -186,8 +249,15 @@ void metadata(YAML::Emitter& out, const JobRequest& request) {
   out << YAML::Key << "name" << YAML::Value << request.name;
   if (!request.name_space.empty()) out << YAML::Key << "namespace" << YAML::Value << request.name_space;
   out << YAML::Key << "labels" << YAML::Value << YAML::BeginMap << YAML::Key << "app.kubernetes.io/managed-by"
-      << YAML::Value << "trainpoint" << YAML::EndMap;
+      << YAML::Value << "trainpoint";
+  if (!request.queue.empty()) key_text(out, "kueue.x-k8s.io/queue-name", request.queue);
   out << YAML::EndMap;
+  out << YAML::EndMap;
+}
+
+// A job for a Kueue queue is created suspended: Kueue unsuspends it once the queue admits it.
+void suspend_for_queue(YAML::Emitter& out, const JobRequest& request) {
+  if (!request.queue.empty()) out << YAML::Key << "suspend" << YAML::Value << true;
 }
 
 void replica(YAML::Emitter& out, const char* type, int replicas, const JobRequest& request) {
@@ -212,8 +282,13 @@ std::string render_pytorchjob(const JobRequest& request) {
   // cleanPodPolicy Running: once the job has succeeded or failed, pods still running are deleted. With None, a
   // worker whose master failed for good would hold its CPUs or GPUs until dist.timeout_s.
   out << YAML::Key << "runPolicy" << YAML::Value << YAML::BeginMap << YAML::Key << "backoffLimit"
-      << YAML::Value << request.backoff_limit << YAML::Key << "cleanPodPolicy" << YAML::Value << "Running"
-      << YAML::EndMap;
+      << YAML::Value << request.backoff_limit << YAML::Key << "cleanPodPolicy" << YAML::Value << "Running";
+  if (request.active_deadline_s > 0) {
+    out << YAML::Key << "activeDeadlineSeconds" << YAML::Value << request.active_deadline_s;
+  }
+  if (request.ttl_s > 0) out << YAML::Key << "ttlSecondsAfterFinished" << YAML::Value << request.ttl_s;
+  suspend_for_queue(out, request);
+  out << YAML::EndMap;
   // The master is the pod of node rank 0, whose address the operator gives every pod as MASTER_ADDR.
   out << YAML::Key << "pytorchReplicaSpecs" << YAML::Value << YAML::BeginMap;
   replica(out, "Master", 1, request);
@@ -234,6 +309,10 @@ std::string render_trainjob(const JobRequest& request) {
   out << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "runtimeRef" << YAML::Value << YAML::BeginMap << YAML::Key << "name" << YAML::Value
       << kTrainJobRuntime << YAML::EndMap;
+  if (request.active_deadline_s > 0) {
+    out << YAML::Key << "activeDeadlineSeconds" << YAML::Value << request.active_deadline_s;
+  }
+  suspend_for_queue(out, request);
   out << YAML::Key << "trainer" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "image" << YAML::Value << request.image;
   std::vector<std::string> command{"trainpoint"};
@@ -261,10 +340,11 @@ std::string render_trainjob(const JobRequest& request) {
       << YAML::BeginMap << YAML::Key << "template" << YAML::Value << YAML::BeginMap;
   pod_metadata(out, request);
   out << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
+  placement(out, request);
   volumes(out, request);
   out << YAML::Key << "containers" << YAML::Value << YAML::BeginSeq << YAML::BeginMap << YAML::Key << "name"
       << YAML::Value << kTrainJobNode;
-  volume_mounts(out);
+  volume_mounts(out, request);
   out << YAML::EndMap << YAML::EndSeq;
   out << YAML::EndMap;                                   // pod spec
   out << YAML::EndMap << YAML::EndMap << YAML::EndMap;  // pod template, job spec, job template
@@ -308,6 +388,21 @@ void validate(const JobRequest& request) {
   check_quantity("shm size", request.shm_size);
   if (!request.scratch.empty() && request.scratch.front() != '/') {
     fail(ExitCode::usage, "scratch '{}' must be an absolute directory on the node", request.scratch);
+  }
+  for (const auto& words : request.tolerations) parse_toleration(words);
+  for (const auto& [claim, path] : request.volumes) {
+    if (path.empty() || path.front() != '/' || path == "/dev/shm" || path == kScratchMount) {
+      fail(ExitCode::usage, "k8s.volumes: claim {} is mounted at '{}': give an absolute path other than /dev/shm "
+           "and {} (such as \"/data\")", claim, path, kScratchMount);
+    }
+  }
+  if (request.kind == Kind::trainjob && !request.priority_class.empty()) {
+    fail(ExitCode::usage, "k8s.priority_class: a TrainJob (Trainer v2.2) cannot set its pods' priority class: its "
+         "runtimePatches take no priorityClassName. Set it in the TrainingRuntime, or use k8s.kind = \"pytorchjob\"");
+  }
+  if (request.kind == Kind::trainjob && request.ttl_s > 0) {
+    fail(ExitCode::usage, "k8s.ttl_s: a TrainJob (Trainer v2.2) has no ttlSecondsAfterFinished: delete it with "
+         "`trainpoint cancel`, or use k8s.kind = \"pytorchjob\"");
   }
   const bool any_vault =
       !request.vault_role.empty() || !request.vault_tenant.empty() || !request.vault_path.empty();

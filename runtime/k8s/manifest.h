@@ -3,6 +3,7 @@
 // job without writing YAML. Secrets are referenced (a Secret's name, Vault paths), never embedded.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,17 @@ struct JobRequest {
   std::string vault_role;
   std::string vault_tenant;  // the MinIO tenant: the agent writes /vault/secrets/minio-<tenant>
   std::string vault_path;    // the Vault path holding accessKeyId and secretAccessKey
+
+  // Placement (the k8s settings of the same names, docs/spec.md).
+  std::map<std::string, std::string> node_selector;
+  std::vector<std::string> tolerations;  // kubectl taint's words: KEY[=VALUE][:EFFECT]
+  std::string queue;                     // Kueue LocalQueue: labelled, and created suspended for Kueue to start
+  std::string priority_class;            // PyTorchJob only
+  int active_deadline_s = 0;             // 0: none
+  int ttl_s = 0;                         // ttlSecondsAfterFinished, PyTorchJob only; 0: none
+  std::string service_account;
+  std::string image_pull_secret;
+  std::map<std::string, std::string> volumes;  // PersistentVolumeClaim name -> mount path
 };
 
 // Throws tp::Error (ExitCode::usage) naming the setting that is missing or malformed.

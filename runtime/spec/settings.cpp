@@ -2,7 +2,12 @@
 
 #include <fmt/format.h>
 
+#include "common/error.h"
+
+#include <algorithm>
+#include <cctype>
 #include <iterator>
+#include <regex>
 #include <type_traits>
 #include <utility>
 
@@ -58,6 +63,12 @@ class Declare {
     setting_.allow_auto = true;
     return *this;
   }
+  // A table's entry names are checked by `check`.
+  template <typename Check>
+  Declare& entries(Check check) {
+    setting_.check_entry = check;
+    return *this;
+  }
   Declare& doc(const char* text) {
     setting_.doc = text;
     return *this;
@@ -96,6 +107,47 @@ class Declare {
   }
   Setting setting_;
 };
+
+// What trainpoint itself gives a command-mode program: job.env cannot change it.
+bool set_by_trainpoint(const std::string& name) {
+  static const char* const kNames[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                                       "MASTER_PORT", "VIRTUAL_ENV"};
+  return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames) || name.rfind("TRAINPOINT_", 0) == 0;
+}
+
+void check_environment_name(const std::string& key, const std::string& name, const std::string& at) {
+  const bool valid = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                     std::all_of(name.begin(), name.end(), [](char c) {
+                       return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                     });
+  if (!valid) {
+    fail(ExitCode::spec, "{}: {}: '{}' is not an environment variable name (letters, digits and '_', not starting "
+         "with a digit)", at, key, name);
+  }
+  if (set_by_trainpoint(name)) {
+    fail(ExitCode::spec, "{}: {}: {} is set by trainpoint for the program (docs/spec.md, job.command) and cannot be "
+         "changed here", at, key, name);
+  }
+}
+
+// A Kubernetes label key: an optional DNS-subdomain prefix and '/', then a name of at most 63 characters.
+void check_label_key(const std::string& key, const std::string& name, const std::string& at) {
+  static const std::regex label_key(
+      R"(^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$)");
+  if (!std::regex_match(name, label_key)) {
+    fail(ExitCode::spec, "{}: {}: '{}' is not a Kubernetes label key (such as \"nvidia.com/gpu.product\")", at, key,
+         name);
+  }
+}
+
+// A PersistentVolumeClaim's name: a DNS subdomain.
+void check_claim_name(const std::string& key, const std::string& name, const std::string& at) {
+  static const std::regex subdomain(R"(^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$)");
+  if (name.size() > 253 || !std::regex_match(name, subdomain)) {
+    fail(ExitCode::spec, "{}: {}: '{}' is not a PersistentVolumeClaim name (lowercase letters, digits, '-' and '.')",
+         at, key, name);
+  }
+}
 
 // The per-epoch metrics a run reports (metrics.jsonl's names), which early stopping and keep_best may watch.
 std::vector<std::string> metric_names() {
@@ -139,6 +191,7 @@ std::vector<Setting> job_settings() {
                "pip reads PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, PIP_TRUSTED_HOST, PIP_CERT and pip.conf. A "
                "requirement that would replace the image's torch is refused (docs/guide.md)."),
       Declare("job.env", &Spec::job, &JobSpec::env).fallback(std::map<std::string, std::string>{})
+          .entries(check_environment_name)
           .doc("Command mode: environment variables for the program (and for pip), such as "
                "{ NCCL_DEBUG = \"INFO\", OMP_NUM_THREADS = \"4\" }, or a [job.env] table; `--set job.env.NAME=value` "
                "sets one. The variables trainpoint gives the program (RANK, WORLD_SIZE, MASTER_ADDR, TRAINPOINT_*...) "
@@ -459,6 +512,35 @@ std::vector<Setting> k8s_settings() {
       Declare("k8s.metrics_port", &Spec::k8s, &K8sSpec::metrics_port).fallback(9400).range(0, 65535)
           .doc("render-job: the pods serve Prometheus metrics on this port (`job.metrics_port`), announced by the "
                "prometheus.io/scrape, port and path annotations (and the container port of a PyTorchJob). 0: none."),
+      Declare("k8s.node_selector", &Spec::k8s, &K8sSpec::node_selector)
+          .fallback(std::map<std::string, std::string>{}).entries(check_label_key)
+          .doc("render-job: node labels the pods must run on, such as { \"nvidia.com/gpu.product\" = "
+               "\"NVIDIA-H100-80GB-HBM3\" } for a GPU type (the pods' nodeSelector)."),
+      Declare("k8s.tolerations", &Spec::k8s, &K8sSpec::tolerations).fallback(std::vector<std::string>{})
+          .doc("render-job: taints the pods tolerate, in kubectl taint's words: \"KEY=VALUE:EFFECT\" (Equal), "
+               "\"KEY:EFFECT\" or \"KEY\" (Exists; without an effect, every effect), such as "
+               "[\"nvidia.com/gpu:NoSchedule\"]."),
+      Declare("k8s.queue", &Spec::k8s, &K8sSpec::queue).optional()
+          .doc("render-job: the Kueue LocalQueue: the job is labelled kueue.x-k8s.io/queue-name and created "
+               "suspended, and Kueue starts it when the queue admits it."),
+      Declare("k8s.priority_class", &Spec::k8s, &K8sSpec::priority_class).optional()
+          .doc("render-job: the pods' PriorityClass (priorityClassName). PyTorchJob only: Trainer v2.2's "
+               "runtimePatches cannot set it (the TrainingRuntime does)."),
+      Declare("k8s.active_deadline_s", &Spec::k8s, &K8sSpec::active_deadline_s).fallback(0).range(0, 31536000)
+          .doc("render-job: the job fails once it has run this long (activeDeadlineSeconds). 0: no limit."),
+      Declare("k8s.ttl_s", &Spec::k8s, &K8sSpec::ttl_s).fallback(0).range(0, 31536000)
+          .doc("render-job: a finished job, its pods and their logs are deleted this long after it ended "
+               "(ttlSecondsAfterFinished). 0: kept until deleted. PyTorchJob only: a TrainJob has no such field."),
+      Declare("k8s.service_account", &Spec::k8s, &K8sSpec::service_account).optional()
+          .doc("render-job: the pods' service account (serviceAccountName). Unset: the namespace's default."),
+      Declare("k8s.image_pull_secret", &Spec::k8s, &K8sSpec::image_pull_secret).optional()
+          .doc("render-job: a Secret of type kubernetes.io/dockerconfigjson with which the nodes pull `k8s.image` "
+               "from a private registry (imagePullSecrets)."),
+      Declare("k8s.volumes", &Spec::k8s, &K8sSpec::volumes)
+          .fallback(std::map<std::string, std::string>{}).entries(check_claim_name)
+          .doc("render-job: PersistentVolumeClaims mounted in every pod, claim name = mount path, such as "
+               "{ team-data = \"/data\" }. A ReadWriteOnce claim mounts on one node only: one pod, or "
+               "ReadWriteMany."),
   };
 }
 
@@ -538,7 +620,15 @@ std::string to_toml(const Value& value) {
     }
     std::string operator()(const std::map<std::string, std::string>& v) const {
       std::vector<std::string> items;
-      for (const auto& [name, value] : v) items.push_back(fmt::format("{} = {}", name, (*this)(value)));
+      // A name TOML cannot take bare (a label key's '.' and '/') is quoted.
+      const auto bare = [](const std::string& name) {
+        return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+        });
+      };
+      for (const auto& [name, value] : v) {
+        items.push_back(fmt::format("{} = {}", bare(name) ? name : (*this)(name), (*this)(value)));
+      }
       return items.empty() ? "{}" : fmt::format("{{ {} }}", fmt::join(items, ", "));
     }
   };

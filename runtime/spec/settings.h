@@ -33,6 +33,8 @@ struct Setting {
   // Changing it makes another run: checkpoints written under the old value are not resumed
   // (docs/distributed.md, "Restarts"). Settings of speed, logging and placement leave the run as it is.
   bool changes_run = false;
+  // For a table: checks the name of one entry (an environment variable, a label key); throws a spec error.
+  std::function<void(const std::string& key, const std::string& name, const std::string& at)> check_entry;
   std::string doc;
   std::function<void(Spec&, const Value&)> assign;
   std::function<Value(const Spec&)> read;

@@ -116,28 +116,6 @@ std::string suggestion_for(const std::string& unknown_key) {
   fail(ExitCode::spec, "{}: unknown key '{}'{}", at, key, suggestion_for(key));
 }
 
-// What trainpoint itself gives a command-mode program: job.env cannot change it.
-bool set_by_trainpoint(const std::string& name) {
-  static const char* const kNames[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                                       "MASTER_PORT", "VIRTUAL_ENV"};
-  return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames) || name.rfind("TRAINPOINT_", 0) == 0;
-}
-
-void check_environment_name(const std::string& key, const std::string& name, const std::string& at) {
-  const bool valid = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
-                     std::all_of(name.begin(), name.end(), [](char c) {
-                       return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-                     });
-  if (!valid) {
-    fail(ExitCode::spec, "{}: {}: '{}' is not an environment variable name (letters, digits and '_', not starting "
-         "with a digit)", at, key, name);
-  }
-  if (set_by_trainpoint(name)) {
-    fail(ExitCode::spec, "{}: {}: {} is set by trainpoint for the program (docs/spec.md, job.command) and cannot be "
-         "changed here", at, key, name);
-  }
-}
-
 // Converts one TOML node to the setting's type and checks its bounds. `at` locates it in messages.
 std::string type_of(const toml::node& node) {
   switch (node.type()) {
@@ -204,7 +182,7 @@ Value convert_table(const Setting& setting, const toml::node& node, const std::s
     const std::string name(name_key.str());
     // A file's entries are located by their own line; a --set table by the --set.
     const std::string entry_at = element.source().path ? where(*element.source().path, element.source()) : at;
-    check_environment_name(setting.key, name, entry_at);
+    if (setting.check_entry) setting.check_entry(setting.key, name, entry_at);
     if (element.is_string()) {
       values[name] = *element.value<std::string>();
     } else if (element.is_integer()) {
@@ -298,12 +276,16 @@ class Loader {
     loaded_.source_name = source_name_;
   }
 
-  void apply_document(std::string_view document) {
+  // `document_name` names the document in messages and origins; `only_section`, when given, is the one
+  // section it may hold (the platform defaults hold [k8s] alone).
+  void apply_document(std::string_view document, const std::string& document_name,
+                      const std::string& only_section = "") {
+    document_name_ = document_name;
     toml::table root;
     try {
-      root = toml::parse(document, source_name_);
+      root = toml::parse(document, document_name_);
     } catch (const toml::parse_error& error) {
-      rethrow_as(ExitCode::spec, "{}: invalid TOML", where(source_name_, error.source()));
+      rethrow_as(ExitCode::spec, "{}: invalid TOML", where(document_name_, error.source()));
     }
     // Every key is checked: the errors of a file are reported together, not one per run, in the file's order
     // (a table lists its keys sorted).
@@ -324,7 +306,7 @@ class Loader {
       const std::string section(section_key.str());
       const auto* table = section_node.as_table();
       if (table == nullptr) {
-        const std::string at = where(source_name_, section_key.source());
+        const std::string at = where(document_name_, section_key.source());
         collect_at(section_key.source(), [&] {
           if (known_section(section)) {
             fail(ExitCode::spec, "{}: {}: expected a table ([{}]), got {}", at, section, section,
@@ -334,9 +316,16 @@ class Loader {
         });
         continue;
       }
+      if (!only_section.empty() && section != only_section) {
+        collect_at(section_key.source(), [&] {
+          fail(ExitCode::spec, "{}: [{}]: {} holds only [{}] settings; [{}] belongs in the training spec",
+               where(document_name_, section_key.source()), section, document_name_, only_section, section);
+        });
+        continue;
+      }
       apply_table(section, *table, collect_at);
       if (table->empty() && !known_section(section)) {
-        collect_at(section_key.source(), [&] { unknown_key(where(source_name_, section_key.source()), section); });
+        collect_at(section_key.source(), [&] { unknown_key(where(document_name_, section_key.source()), section); });
       }
     }
     std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
@@ -369,10 +358,10 @@ class Loader {
         continue;
       }
       collect_at(name_key.source(), [&] {
-        const std::string at = where(source_name_, name_key.source());
+        const std::string at = where(document_name_, name_key.source());
         const Setting* setting = find_setting(key);
         if (setting == nullptr) unknown_key(at, key);
-        set(*setting, convert(*setting, node, where(source_name_, node.source())), at);
+        set(*setting, convert(*setting, node, where(document_name_, node.source())), at);
       });
     }
   }
@@ -412,7 +401,7 @@ class Loader {
     if (const Setting* table = table_holding(key)) {
       // job.env.NAME=value: one entry of a table, taken as it is (a string).
       const std::string name = key.substr(table->key.size() + 1);
-      check_environment_name(table->key, name, at);
+      if (table->check_entry) table->check_entry(table->key, name, at);
       // The value is not shown: an environment entry may hold a secret.
       if (!valid_utf8(text)) fail(ExitCode::spec, "--set {}=...: {}: the value is not valid UTF-8", key, key);
       auto entries = std::get<std::map<std::string, std::string>>(table->read(loaded_.spec));
@@ -529,14 +518,17 @@ class Loader {
     loaded_.origins[setting.key] = origin;
   }
 
-  std::string source_name_;
+  std::string source_name_;    // the spec's file
+  std::string document_name_;  // the document being applied: the platform defaults or the spec
   LoadedSpec loaded_;
   std::vector<std::string> errors_;  // spec errors found so far, reported together
 };
 
-LoadedSpec load(std::string_view document, const std::vector<std::string>& overrides, const std::string& source_name) {
+LoadedSpec load(std::string_view document, const std::vector<std::string>& overrides, const std::string& source_name,
+                const std::optional<PlatformDefaults>& platform) {
   Loader loader(source_name);
-  loader.apply_document(document);
+  if (platform) loader.apply_document(platform->document, platform->source_name, "k8s");
+  loader.apply_document(document, source_name);
   for (const auto& assignment : overrides) loader.collect([&] { loader.apply_override(assignment); });
   return loader.finish();
 }
@@ -554,12 +546,12 @@ bool used_in_command_mode(const Setting& setting) {
 }
 
 LoadedSpec load_string(std::string_view document, const std::vector<std::string>& overrides,
-                       const std::string& source_name) {
-  return load(document, overrides, source_name);
+                       const std::string& source_name, const std::optional<PlatformDefaults>& platform) {
+  return load(document, overrides, source_name, platform);
 }
 
 LoadedSpec load_file(const std::filesystem::path& file, const std::vector<std::string>& overrides,
-                     const std::string& source_name) {
+                     const std::string& source_name, const std::optional<PlatformDefaults>& platform) {
   if (std::filesystem::is_directory(file)) fail(ExitCode::spec, "{}: is a directory, not a TOML spec", source_name);
   if (!std::filesystem::exists(file)) fail(ExitCode::spec, "{}: spec file not found", source_name);
   std::string document;
@@ -568,7 +560,7 @@ LoadedSpec load_file(const std::filesystem::path& file, const std::vector<std::s
   } catch (const Error&) {
     rethrow_as(ExitCode::spec, "{}", source_name);
   }
-  return load(document, overrides, source_name);
+  return load(document, overrides, source_name, platform);
 }
 
 std::string describe(const LoadedSpec& loaded) {
@@ -629,8 +621,10 @@ std::string markdown_reference() {
   std::string out =
       "# Training spec reference\n\n"
       "<!-- Generated by `trainpoint spec-reference` from runtime/spec/settings.cpp; a test keeps it in step. -->\n\n"
-      "A spec is a TOML file in your repository. Values resolve in this order: built-in defaults, then the file, "
-      "then `--set key=value` on the command line (or `TRAINPOINT_SET`). Unknown keys are errors, and "
+      "A spec is a TOML file in your repository. Values resolve in this order: built-in defaults, then, for "
+      "render-job and submit, the platform's [k8s] defaults (the file TRAINPOINT_PLATFORM_DEFAULTS names, else "
+      "/etc/trainpoint/platform.toml), then the file, then `--set key=value` on the command line (or "
+      "`TRAINPOINT_SET`). Unknown keys are errors, and "
       "every error of a file is reported at once. `trainpoint check FILE` prints the resolved spec and where each value came from. "
       "Settings marked *(run)* change what a run computes: a restart resumes only checkpoints written with the "
       "same values, and `train.epochs` may be raised to continue a run (docs/distributed.md, \"Restarts\").\n";

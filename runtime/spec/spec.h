@@ -202,6 +202,16 @@ struct K8sSpec {
   std::string vault_tenant;
   std::string vault_path;
   std::int64_t metrics_port;  // the pods' job.metrics_port, announced for Prometheus; 0: none
+  // Placement, as the platform requires it (often from the platform defaults file).
+  std::map<std::string, std::string> node_selector;  // node label key -> value
+  std::vector<std::string> tolerations;               // kubectl taint's words: KEY[=VALUE][:EFFECT]
+  std::string queue;                                  // Kueue LocalQueue: labelled and created suspended
+  std::string priority_class;
+  std::int64_t active_deadline_s;  // 0: none
+  std::int64_t ttl_s;              // ttlSecondsAfterFinished; 0: none
+  std::string service_account;
+  std::string image_pull_secret;
+  std::map<std::string, std::string> volumes;  // PersistentVolumeClaim name -> mount path
 };
 
 struct Spec {
@@ -225,13 +235,21 @@ struct LoadedSpec {
   std::string source_name;  // how the file is named in messages
 };
 
-// Built-in defaults < the TOML document < overrides ("key=value", from --set).
+// The platform team's defaults for Kubernetes jobs (image, secret or Vault, queue, tolerations), a TOML
+// document of [k8s] settings alone; render-job and submit read it (docs/guide.md, "The Kubernetes job").
+struct PlatformDefaults {
+  std::string document;
+  std::string source_name;  // its path, for messages and origins
+};
+
+// Built-in defaults < the platform defaults, when given < the TOML document < overrides ("key=value", from --set).
 // `source_name` is how the file is named in errors (for example its path inside the repository).
 // Throws tp::Error (ExitCode::spec) with "FILE:LINE:COL: key: what is wrong".
 LoadedSpec load_file(const std::filesystem::path& file, const std::vector<std::string>& overrides,
-                     const std::string& source_name);
+                     const std::string& source_name, const std::optional<PlatformDefaults>& platform = std::nullopt);
 LoadedSpec load_string(std::string_view document, const std::vector<std::string>& overrides,
-                       const std::string& source_name);
+                       const std::string& source_name,
+                       const std::optional<PlatformDefaults>& platform = std::nullopt);
 
 // The resolved spec as TOML, each value followed by a comment naming its origin.
 std::string describe(const LoadedSpec& loaded);

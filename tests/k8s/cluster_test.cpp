@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <regex>
 #include <thread>
 
 #include "s3/s3_server.h"
@@ -103,10 +104,12 @@ class ClusterEnvironment : public ::testing::Environment {
   }
 };
 
-// `trainpoint ARGUMENTS` as team-a's notebook (its kubeconfig), output and errors together.
-testing::CommandResult trainpoint(const std::string& arguments, const fs::path& kubeconfig = "") {
+// `trainpoint ARGUMENTS` as team-a's notebook (its kubeconfig), output and errors together; `environment` holds
+// more NAME=value words.
+testing::CommandResult trainpoint(const std::string& arguments, const fs::path& kubeconfig = "",
+                                  const std::string& environment = "") {
   return run_command("KUBECONFIG=" + shell_quote((kubeconfig.empty() ? shared->team_a : kubeconfig).string()) + " " +
-                     testing::trainpoint_binary() + " " + arguments + " 2>&1");
+                     environment + " " + testing::trainpoint_binary() + " " + arguments + " 2>&1");
 }
 
 // submit's words for `name` training `spec_file` of the repository on `workers` pods into s3://test-bucket/NAME.
@@ -206,10 +209,15 @@ TEST(Cluster, APermanentExitFailsTheJobWithoutRestartsAndStatusSaysWhy) {
   const auto submitted = trainpoint(submit_words("broken", "broken.toml"));
   ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
   const std::string status = wait_for_phase("broken", "Failed");
-  EXPECT_NE(status.find("rank 0 pod broken-master-0: Failed, last exit 3 (spec error: permanent)"), std::string::npos)
-      << status;
-  EXPECT_EQ(shared->cluster.pods().starts("broken-master-0"), 1) << status;
-  const std::string log = trainpoint("logs broken").output;
+  // Both pods stop with the spec error; the first to exit fails the job, and the other, if still running, is
+  // deleted (cleanPodPolicy Running).
+  std::smatch failed;
+  ASSERT_TRUE(std::regex_search(status, failed, std::regex(
+      R"(rank ([01]) pod (broken-(master|worker)-0): Failed, last exit 3 \(spec error: permanent\))"))) << status;
+  EXPECT_EQ(shared->cluster.pods().starts(failed[2]), 1) << status;
+  EXPECT_LE(shared->cluster.pods().starts("broken-master-0") + shared->cluster.pods().starts("broken-worker-0"), 2)
+      << "no restarts: " << status;
+  const std::string log = trainpoint("logs broken --rank " + failed[1].str()).output;
   EXPECT_NE(log.find("train.unknown"), std::string::npos) << log;
 }
 
@@ -284,6 +292,74 @@ TEST(Cluster, DryRunHasTheServerCheckBothKindsAndCreatesNothing) {
   EXPECT_EQ(listed.output.find("dry"), std::string::npos) << listed.output;
   const auto status = trainpoint("status dry");
   EXPECT_EQ(status.exit_code, 2) << status.output;
+}
+
+// The platform team's defaults file and every placement setting, for both kinds, through the server's strict
+// field validation (a field it does not know is refused, not dropped), its schemas and CEL rules.
+TEST(Cluster, PlacementAndThePlatformDefaultsAreAcceptedByTheServerForBothKinds) {
+  testing::TempDir platform;
+  testing::write_text(platform / "platform.toml", R"([k8s]
+queue = "team-a-queue"
+service_account = "notebook"
+image_pull_secret = "registry-pull"
+tolerations = ["nvidia.com/gpu:NoSchedule", "dedicated=ml:NoExecute", "spot"]
+active_deadline_s = 7200
+[k8s.node_selector]
+"nvidia.com/gpu.product" = "NVIDIA-H100-80GB-HBM3"
+[k8s.volumes]
+team-data = "/data"
+)");
+  const std::string defaults = "TRAINPOINT_PLATFORM_DEFAULTS=" + shell_quote((platform / "platform.toml").string());
+  const auto pytorchjob = trainpoint(submit_words("placed") + " --set k8s.priority_class=high --set k8s.ttl_s=600 "
+                                     "--dry-run=server", "", defaults);
+  EXPECT_EQ(pytorchjob.exit_code, 0) << pytorchjob.output;
+  EXPECT_NE(pytorchjob.output.find("platform defaults: " + (platform / "platform.toml").string()), std::string::npos)
+      << pytorchjob.output;
+  EXPECT_NE(pytorchjob.output.find("PyTorchJob team-a/placed passed the server's checks"), std::string::npos)
+      << pytorchjob.output;
+  const auto trainjob = trainpoint(submit_words("placed-trainjob") + " --kind trainjob --dry-run=server", "", defaults);
+  EXPECT_EQ(trainjob.exit_code, 0) << trainjob.output;
+  EXPECT_NE(trainjob.output.find("TrainJob team-a/placed-trainjob passed the server's checks"), std::string::npos)
+      << trainjob.output;
+  // What a TrainJob cannot carry is refused before the server is asked, saying what to do.
+  const auto refused = trainpoint(submit_words("placed-trainjob") + " --kind trainjob --set k8s.priority_class=high",
+                                  "", defaults);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("k8s.priority_class: a TrainJob (Trainer v2.2) cannot set"), std::string::npos)
+      << refused.output;
+  // A platform file that names a missing file is an error, not silently no defaults.
+  const auto missing = trainpoint(submit_words("placed") + " --dry-run=server", "",
+                                  "TRAINPOINT_PLATFORM_DEFAULTS=/nonexistent/platform.toml");
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("TRAINPOINT_PLATFORM_DEFAULTS=/nonexistent/platform.toml: no such file"),
+            std::string::npos) << missing.output;
+}
+
+// A job for a Kueue queue is created suspended and runs nothing until the queue admits it (Kueue clears suspend,
+// as the test does here); then the operator's pods carry the placement and the API server's admission resolved
+// it (the PriorityClass's value, the service account), and the kwok node that the selector names runs them.
+TEST(Cluster, AQueuedJobWaitsSuspendedThenItsPodsRunWhereThePlacementSays) {
+  run_checked(shared->cluster.kubectl("create priorityclass trainpoint-high --value=1000 2>&1"));
+  const auto submitted = trainpoint(submit_words("queued", "train.toml", 1) +
+                                    " --set k8s.queue=team-a-queue --set k8s.priority_class=trainpoint-high "
+                                    "--set k8s.service_account=notebook --set k8s.active_deadline_s=600 "
+                                    "--set 'k8s.tolerations=[\"dedicated=ml:NoSchedule\"]' "
+                                    "--set k8s.node_selector.kubernetes.io/hostname=kwok-node-0");
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  const std::string suspended = wait_for_phase("queued", "Suspended", std::chrono::seconds(60));
+  EXPECT_NE(suspended.find("suspended in Kueue's queue team-a-queue: its pods start when the queue admits it"),
+            std::string::npos) << suspended;
+  EXPECT_EQ(suspended.find("pod queued-master-0"), std::string::npos) << suspended;
+
+  run_checked(shared->cluster.kubectl("-n team-a patch pytorchjob queued --type=merge "
+                                      "-p '{\"spec\":{\"runPolicy\":{\"suspend\":false}}}' 2>&1"));
+  const std::string succeeded = wait_for_phase("queued", "Succeeded");
+  EXPECT_EQ(succeeded.find("suspended in"), std::string::npos) << succeeded;
+  EXPECT_EQ(run_checked(shared->cluster.kubectl(
+                "-n team-a get pod queued-master-0 -o jsonpath='{.spec.nodeName} {.spec.nodeSelector} "
+                "{.spec.priorityClassName}={.spec.priority} {.spec.serviceAccountName} {.spec.tolerations[0].key}'")),
+            "kwok-node-0 {\"kubernetes.io/hostname\":\"kwok-node-0\"} trainpoint-high=1000 notebook dedicated");
+  EXPECT_TRUE(object_exists("queued/model.pt"));
 }
 
 TEST(Cluster, AQuotaRefusalIsOneLineWithTheServersReason) {

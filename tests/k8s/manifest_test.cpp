@@ -297,6 +297,73 @@ TEST(Manifest, MatchesGoldenFiles) {
   expect_golden("cpu-trainjob.yaml", k8s::render(trainjob()));
 }
 
+// Every placement setting the platform needs (k8s.node_selector ... k8s.volumes).
+k8s::JobRequest placed(k8s::JobRequest request) {
+  request.node_selector = {{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}, {"pool", "training"}};
+  request.tolerations = {"nvidia.com/gpu:NoSchedule", "dedicated=ml:NoExecute", "spot"};
+  request.queue = "team-a-queue";
+  request.active_deadline_s = 86400;
+  request.service_account = "trainer";
+  request.image_pull_secret = "registry-pull";
+  request.volumes = {{"team-data", "/data"}, {"shared.models", "/models"}};
+  if (request.kind == k8s::Kind::pytorchjob) {
+    request.priority_class = "high";
+    request.ttl_s = 3600;
+  }
+  return request;
+}
+
+TEST(Manifest, PlacementReachesThePodsOfBothKindsWithinTheirSchemas) {
+  k8s::JobRequest trainjob_request = placed(trainjob());
+  for (const auto& request : {placed(cpu_job()), trainjob_request}) {
+    const bool pytorchjob = request.kind == k8s::Kind::pytorchjob;
+    const YAML::Node job = YAML::Load(k8s::render(request));
+    const auto schema = schema_fields(pytorchjob ? "pytorchjob-v1.9.0-fields.txt" : "trainjob-v2.2.0-fields.txt");
+    const std::vector<std::string> unknown = unknown_fields(job, schema);
+    EXPECT_TRUE(unknown.empty()) << "not in the schema: " << unknown.front();
+    EXPECT_EQ(job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"].as<std::string>(), "team-a-queue");
+    const YAML::Node policy = pytorchjob ? job["spec"]["runPolicy"] : job["spec"];
+    EXPECT_TRUE(policy["suspend"].as<bool>()) << "Kueue starts a queued job by unsuspending it";
+    EXPECT_EQ(policy["activeDeadlineSeconds"].as<int>(), 86400);
+    const YAML::Node pod = pytorchjob ? job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+                                      : node_pod_patch(job)["spec"];
+    EXPECT_EQ(pod["nodeSelector"]["nvidia.com/gpu.product"].as<std::string>(), "NVIDIA-H100-80GB-HBM3");
+    EXPECT_EQ(pod["nodeSelector"]["pool"].as<std::string>(), "training");
+    const YAML::Node tolerations = pod["tolerations"];
+    ASSERT_EQ(tolerations.size(), 3u);
+    EXPECT_EQ(tolerations[0]["key"].as<std::string>(), "nvidia.com/gpu");
+    EXPECT_EQ(tolerations[0]["operator"].as<std::string>(), "Exists");
+    EXPECT_EQ(tolerations[0]["effect"].as<std::string>(), "NoSchedule");
+    EXPECT_EQ(tolerations[1]["operator"].as<std::string>(), "Equal");
+    EXPECT_EQ(tolerations[1]["value"].as<std::string>(), "ml");
+    EXPECT_EQ(tolerations[1]["effect"].as<std::string>(), "NoExecute");
+    EXPECT_EQ(tolerations[2]["operator"].as<std::string>(), "Exists");
+    EXPECT_FALSE(tolerations[2]["effect"]) << "no effect: every effect of the taint";
+    EXPECT_EQ(pod["serviceAccountName"].as<std::string>(), "trainer");
+    EXPECT_EQ(pod["imagePullSecrets"][0]["name"].as<std::string>(), "registry-pull");
+    // The claims after /dev/shm and scratch, each mounted where k8s.volumes says.
+    const YAML::Node volumes = pod["volumes"];
+    ASSERT_EQ(volumes.size(), 4u);
+    EXPECT_EQ(volumes[2]["persistentVolumeClaim"]["claimName"].as<std::string>(), "shared.models");
+    EXPECT_EQ(volumes[3]["persistentVolumeClaim"]["claimName"].as<std::string>(), "team-data");
+    const YAML::Node mounts = pod["containers"][0]["volumeMounts"];
+    ASSERT_EQ(mounts.size(), 4u);
+    EXPECT_EQ(mounts[2]["name"].as<std::string>(), volumes[2]["name"].as<std::string>());
+    EXPECT_EQ(mounts[2]["mountPath"].as<std::string>(), "/models");
+    EXPECT_EQ(mounts[3]["mountPath"].as<std::string>(), "/data");
+    if (pytorchjob) {
+      EXPECT_EQ(pod["priorityClassName"].as<std::string>(), "high");
+      EXPECT_EQ(policy["ttlSecondsAfterFinished"].as<int>(), 3600);
+      const YAML::Node worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"];
+      EXPECT_EQ(worker["nodeSelector"]["pool"].as<std::string>(), "training") << "every pod, not the master's alone";
+    }
+  }
+  // Unset, nothing of it is written: the golden files stay as they were.
+  const YAML::Node plain = YAML::Load(k8s::render(cpu_job()));
+  EXPECT_FALSE(plain["spec"]["runPolicy"]["suspend"]);
+  EXPECT_FALSE(plain["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["nodeSelector"]);
+}
+
 TEST(Manifest, BadRequestsNameWhatIsWrong) {
   auto message_of = [](const k8s::JobRequest& request) {
     try {
@@ -322,6 +389,22 @@ TEST(Manifest, BadRequestsNameWhatIsWrong) {
   request = cpu_job();
   request.metrics_port = 70000;
   EXPECT_NE(message_of(request).find("metrics port 70000"), std::string::npos);
+  request = cpu_job();
+  request.tolerations = {"gpu:NoWhere"};
+  EXPECT_NE(message_of(request).find("k8s.tolerations: 'gpu:NoWhere' is not KEY=VALUE:EFFECT"), std::string::npos);
+  request = cpu_job();
+  request.volumes = {{"team-data", "data"}};
+  EXPECT_NE(message_of(request).find("k8s.volumes: claim team-data is mounted at 'data'"), std::string::npos);
+  request = cpu_job();
+  request.volumes = {{"team-data", "/scratch"}};
+  EXPECT_NE(message_of(request).find("other than /dev/shm and /scratch"), std::string::npos);
+  request = trainjob();
+  request.priority_class = "high";
+  EXPECT_NE(message_of(request).find("k8s.priority_class: a TrainJob (Trainer v2.2) cannot set"), std::string::npos);
+  request = trainjob();
+  request.ttl_s = 60;
+  EXPECT_NE(message_of(request).find("k8s.ttl_s: a TrainJob (Trainer v2.2) has no ttlSecondsAfterFinished"),
+            std::string::npos);
 }
 
 }  // namespace

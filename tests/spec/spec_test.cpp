@@ -370,6 +370,60 @@ TEST(Spec, EnvironmentNamesAreCheckedWhereTheyAreWritten) {
             "not starting with a digit)");
 }
 
+// The platform team's file: the layer between the built-in defaults and the spec, [k8s] alone.
+const char* kPlatform = R"([k8s]
+image = "registry.example.org/trainpoint:1.0"
+queue = "team-a-queue"
+tolerations = ["nvidia.com/gpu:NoSchedule"]
+
+[k8s.node_selector]
+"nvidia.com/gpu.product" = "NVIDIA-H100-80GB-HBM3"
+)";
+
+TEST(Spec, PlatformDefaultsSitBetweenTheBuiltInDefaultsAndTheSpec) {
+  const PlatformDefaults platform{kPlatform, "/etc/trainpoint/platform.toml"};
+  const auto loaded = load_string(std::string(kMinimal) + "[k8s]\nqueue = \"urgent\"\n", {"k8s.workers=2"},
+                                  "train.toml", platform);
+  EXPECT_EQ(loaded.spec.k8s.image, "registry.example.org/trainpoint:1.0");
+  EXPECT_EQ(loaded.origins.at("k8s.image"), "/etc/trainpoint/platform.toml:2:1");
+  EXPECT_EQ(loaded.spec.k8s.queue, "urgent") << "the spec's own value wins";
+  EXPECT_EQ(loaded.origins.at("k8s.queue"), "train.toml:8:1");
+  EXPECT_EQ(loaded.spec.k8s.tolerations, std::vector<std::string>{"nvidia.com/gpu:NoSchedule"});
+  EXPECT_EQ(loaded.spec.k8s.node_selector.at("nvidia.com/gpu.product"), "NVIDIA-H100-80GB-HBM3");
+  EXPECT_EQ(loaded.spec.k8s.workers, 2);
+  // The description quotes a label key, which TOML cannot take bare, and loads again to the same table.
+  const std::string text = describe(loaded);
+  EXPECT_NE(text.find(R"(node_selector = { "nvidia.com/gpu.product" = "NVIDIA-H100-80GB-HBM3" })"), std::string::npos)
+      << text;
+  EXPECT_EQ(load_string(text, {}, "described.toml").spec.k8s.node_selector, loaded.spec.k8s.node_selector);
+  // A --set reaches one label.
+  EXPECT_EQ(load_string(kMinimal, {"k8s.node_selector.cloud.example.com/pool=gpu"}, "train.toml")
+                .spec.k8s.node_selector.at("cloud.example.com/pool"),
+            "gpu");
+}
+
+TEST(Spec, PlatformDefaultsHoldOnlyK8sSettingsAndAreCheckedWhereTheyAreWritten) {
+  auto platform_error = [](const std::string& platform) {
+    try {
+      load_string(kMinimal, {}, "train.toml", PlatformDefaults{platform, "platform.toml"});
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ExitCode::spec);
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(platform_error("[k8s]\nimage = \"x\"\n[train]\nepochs = 3\n"),
+            "platform.toml:3:2: [train]: platform.toml holds only [k8s] settings; [train] belongs in the training spec");
+  EXPECT_EQ(platform_error("[k8s]\nqeue = \"a\"\n").rfind("platform.toml:2:1: unknown key 'k8s.qeue'", 0), 0u)
+      << platform_error("[k8s]\nqeue = \"a\"\n");
+  EXPECT_EQ(platform_error("[k8s.node_selector]\n\"Bad Key\" = \"x\"\n"),
+            "platform.toml:2:13: k8s.node_selector: 'Bad Key' is not a Kubernetes label key (such as "
+            "\"nvidia.com/gpu.product\")");
+  EXPECT_EQ(load_error(std::string(kMinimal) + "[k8s.volumes]\nTeam_Data = \"/data\"\n"),
+            "train.toml:8:13: k8s.volumes: 'Team_Data' is not a PersistentVolumeClaim name (lowercase letters, digits, "
+            "'-' and '.')");
+}
+
 TEST(Spec, RequirementsAndEnvAreForCommandMode) {
   EXPECT_EQ(load_error(std::string(kMinimal) + "[job]\nrequirements = \"requirements.txt\"\n"),
             "train.toml:8:1: job.requirements is for command mode: set job.command to the program it is for");
