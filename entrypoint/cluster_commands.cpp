@@ -61,7 +61,9 @@ int list(const cli::ClusterOptions& options) {
 
 int status(const cli::ClusterOptions& options) {
   k8s::Api api(connection_for(options, ""));
-  std::cout << k8s::describe(existing_job(api, job_or_newest(api, options)));
+  k8s::JobState job = existing_job(api, job_or_newest(api, options));
+  k8s::read_progress(api, job);
+  std::cout << k8s::describe(job);
   return 0;
 }
 

@@ -485,6 +485,7 @@ RenderedJob rendered_job(const cli::Options& options) {
   request.service_account = k8s.service_account;
   request.image_pull_secret = k8s.image_pull_secret;
   request.volumes = k8s.volumes;
+  request.output = spec.job.output;
   std::string manifest = k8s::render(request);
   warn_if_output_is_lost(spec, loaded.origins.at("job.output"));
   return {std::move(request), std::move(manifest)};

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <regex>
 
 #include "common/error.h"
 #include "common/url.h"
@@ -140,6 +141,8 @@ JobState state_of(const nlohmann::json& job, Kind kind) {
   if (job.contains(queue) && job.at(queue).is_string()) state.queue = job.at(queue).get<std::string>();
   const nlohmann::json::json_pointer suspend(kind == Kind::pytorchjob ? "/spec/runPolicy/suspend" : "/spec/suspend");
   state.suspended = job.contains(suspend) && job.at(suspend).is_boolean() && job.at(suspend).get<bool>();
+  const nlohmann::json::json_pointer output("/metadata/annotations/trainpoint.io~1output");  // kOutputAnnotation
+  if (job.contains(output) && job.at(output).is_string()) state.output = job.at(output).get<std::string>();
   return state;
 }
 
@@ -225,6 +228,8 @@ std::string exit_meaning(int code, const std::string& reason) {
 std::string describe(const JobState& job) {
   std::string out = fmt::format("{} {}/{}: {}\n", kind_name(job.kind), job.name_space, job.name, job.phase);
   if (!job.repo.empty()) out += fmt::format("  trains {} of {} at {}\n", job.spec, job.repo, job.ref);
+  if (!job.output.empty()) out += fmt::format("  outputs in {} (model.pt, report.html, metrics.jsonl)\n", job.output);
+  if (!job.progress.empty()) out += fmt::format("  progress (rank 0's log): {}\n", job.progress);
   if (job.suspended) {
     out += job.queue.empty() ? "  suspended: no pods run until it is resumed\n"
                              : fmt::format("  suspended in Kueue's queue {}: its pods start when the queue admits it\n",
@@ -262,6 +267,25 @@ void pod_log(Api& api, const std::string& pod, bool follow, bool previous,
   if (follow) path += "&follow=true";
   if (previous) path += "&previous=true";
   api.stream(path, sink);
+}
+
+void read_progress(Api& api, JobState& job) {
+  const auto rank0 = std::find_if(job.pods.begin(), job.pods.end(), [](const PodState& pod) {
+    return pod.node_rank == 0 && pod.phase != "Pending";
+  });
+  if (rank0 == job.pods.end()) return;
+  std::string tail;
+  try {
+    api.stream(core_path(api, "pods/" + rank0->name + "/log?container=" + kContainer + "&tailLines=200"),
+               [&](std::string_view bytes) {
+                 tail.append(bytes);
+                 return true;
+               });
+  } catch (const Error&) {
+    return;  // the container is gone or not started: status shows the rest
+  }
+  static const std::regex epoch_line(R"((epoch [0-9]+/[0-9]+: [^\n]*))");
+  for (std::sregex_iterator it(tail.begin(), tail.end(), epoch_line), end; it != end; ++it) job.progress = (*it)[1];
 }
 
 bool cancel(Api& api, Kind kind, const std::string& name) {

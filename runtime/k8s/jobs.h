@@ -81,6 +81,8 @@ struct JobState {
   std::string ref;
   std::string queue;       // the Kueue LocalQueue it was submitted to (label kueue.x-k8s.io/queue-name)
   bool suspended = false;  // spec.runPolicy.suspend (PyTorchJob) or spec.suspend (TrainJob)
+  std::string output;      // job.output, as render-job announced it
+  std::string progress;    // rank 0's newest epoch line (read_progress), such as "epoch 3/12: train_loss ..."
 };
 
 // nullopt when the namespace has no PyTorchJob or TrainJob of that name.
@@ -89,6 +91,10 @@ std::optional<JobState> job_state(Api& api, const std::string& name);
 std::vector<JobState> list_jobs(Api& api);
 // The newest of list_jobs; a tp::Error (usage) when there is none.
 std::string newest_job(Api& api);
+
+// Fills job.progress from the tail of rank 0's log: its newest "epoch N/M: ..." line. Left empty when rank 0
+// has not started, logs no epochs (command mode) or its log cannot be read.
+void read_progress(Api& api, JobState& job);
 
 // "exit 202 (peer lost: retryable)", "exit 3 (spec error: permanent)", "exit 137 (killed by signal 9: OOMKilled)".
 std::string exit_meaning(int code, const std::string& reason = "");

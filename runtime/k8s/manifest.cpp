@@ -252,6 +252,11 @@ void metadata(YAML::Emitter& out, const JobRequest& request) {
       << YAML::Value << "trainpoint";
   if (!request.queue.empty()) key_text(out, "kueue.x-k8s.io/queue-name", request.queue);
   out << YAML::EndMap;
+  if (!request.output.empty()) {
+    out << YAML::Key << "annotations" << YAML::Value << YAML::BeginMap;
+    key_text(out, kOutputAnnotation, request.output);
+    out << YAML::EndMap;
+  }
   out << YAML::EndMap;
 }
 

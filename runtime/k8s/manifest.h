@@ -39,6 +39,7 @@ struct JobRequest {
   std::string ref;
   std::string spec;
   std::vector<std::string> overrides;  // TRAINPOINT_SET
+  std::string output;                  // job.output, announced on the job for `trainpoint status`
 
   std::string secret;  // a Secret whose keys become environment variables (envFrom)
   std::string vault_role;
@@ -62,6 +63,9 @@ void validate(const JobRequest& request);
 
 // The manifest as YAML. Validates first.
 std::string render(const JobRequest& request);
+
+// The job's annotation naming where its outputs go (job.output): model, report, metrics, checkpoints.
+constexpr const char* kOutputAnnotation = "trainpoint.io/output";
 
 // Where the pod keeps checkouts and caches, and the git mirror cache within it.
 constexpr const char* kScratchMount = "/scratch";

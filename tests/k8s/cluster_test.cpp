@@ -161,6 +161,10 @@ TEST(Cluster, ATwoPodJobTrainsToSucceededWithItsModelInMinIO) {
   EXPECT_NE(status.find("trains train.toml of " + shared->repo.path().string() + " at " + shared->commit),
             std::string::npos) << status;
   EXPECT_TRUE(object_exists("two-pods/model.pt"));
+  // Where the outputs are, and how far training went: rank 0's last epoch line, read from its log.
+  EXPECT_NE(status.find("outputs in s3://test-bucket/two-pods (model.pt, report.html, metrics.jsonl)"),
+            std::string::npos) << status;
+  EXPECT_NE(status.find("progress (rank 0's log): epoch 2/2: train_loss "), std::string::npos) << status;
 
   // Both ranks trained, each from the operator's variables (RANK from the pod spec, MASTER_ADDR by name).
   const auto master_log = trainpoint("logs two-pods");
