@@ -9,6 +9,7 @@
 #endif
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -43,7 +44,9 @@
 #include "storage/pack.h"
 #include "storage/predictions.h"
 #include "storage/run_identity.h"
+#include "telemetry/notify.h"
 #include "train/lr_find.h"
+#include "train/metrics.h"
 #include "train/predict.h"
 #include "train/trainer.h"
 
@@ -374,9 +377,22 @@ int train_rank(const cli::Options& options, const SpecSource& source, const spec
   return 0;
 }
 
-int run(const cli::Options& options) {
+// What a notification says of the run: filled in as soon as the spec is loaded.
+struct RunDescription {
+  telemetry::JobOutcome outcome;
+  std::optional<fs::path> output_dir;  // where metrics.jsonl is written, when this process can see it
+};
+
+int run(const cli::Options& options, RunDescription& described) {
+  described.outcome.job = "the job of " + options.spec;  // until the spec has loaded
+  described.outcome.source = fmt::format("{} of {} at {}", options.spec, redacted_url(options.repo), options.ref);
   const auto [source, loaded] = checked_spec(options);
   const spec::Spec& spec = loaded.spec;
+  described.outcome.job = spec.job.name;
+  described.outcome.source = fmt::format("{} of {} at {}", options.spec, redacted_url(options.repo),
+                                         source.commit.empty() ? options.ref : source.commit);
+  described.outcome.outputs = spec.job.output;
+  if (spec.job.command.empty()) described.output_dir = storage::OutputLocation(spec, options.workdir).local_dir();
   const int devices = visible_gpus();
   const dist::Topology topology =
       dist::read_topology(dist::process_environment, static_cast<int>(spec.dist.nproc_per_node), devices);
@@ -583,6 +599,75 @@ int version() {
   return 0;
 }
 
+// Whether this process speaks for the job in notifications: the pod of node rank 0 (its launcher, or its only
+// process), not the workers a node launched, nor the other pods.
+bool speaks_for_job() {
+  if (std::getenv(kPreparedCheckout) != nullptr) return false;
+  try {
+    const dist::Topology topology = dist::read_topology(dist::process_environment, 0, 0);
+    return topology.rank ? *topology.rank == 0 : topology.node_rank == 0;
+  } catch (const Error&) {
+    return false;  // the run says what is wrong with the launcher's variables
+  }
+}
+
+// An epoch's metrics as metrics.jsonl names them, those the run reported (a regression has no accuracy).
+std::vector<std::pair<std::string, double>> reported_metrics(const train::EpochMetrics& epoch) {
+  std::vector<std::pair<std::string, double>> reported{{"epoch", static_cast<double>(epoch.epoch)}};
+  for (const auto& [name, value] : {std::pair{"train_loss", epoch.train_loss}, {"valid_loss", epoch.valid_loss},
+                                    {"accuracy", epoch.valid_accuracy}, {"error_rate", epoch.error_rate},
+                                    {"top_k_accuracy", epoch.top_k_accuracy}, {"mae", epoch.mae}, {"mse", epoch.mse}}) {
+    if (!std::isnan(value)) reported.emplace_back(name, value);
+  }
+  return reported;
+}
+
+void notify(const telemetry::Webhook& webhook, const telemetry::JobOutcome& outcome) {
+  const std::optional<std::string> failure =
+      telemetry::post_notification(webhook, telemetry::notification_body(outcome, webhook.format),
+                                   std::chrono::seconds(60));
+  if (failure) {
+    spdlog::warn("{} (the job's outcome is unchanged)", *failure);
+  } else {
+    spdlog::info("told {} that {} {}", webhook.shown(), outcome.job, outcome.succeeded ? "finished" : "failed");
+  }
+}
+
+// `run`, then, from the pod of rank 0, its end told to the webhook the environment names (telemetry/notify.h):
+// a finished run with its last epoch's metrics, or a failure of the permanent class (a retryable one restarts
+// the pod).
+int run_and_notify(const cli::Options& options) {
+  const std::optional<telemetry::Webhook> webhook = telemetry::webhook_from_environment(dist::process_environment);
+  RunDescription described;
+  if (!webhook || !speaks_for_job()) return run(options, described);
+  telemetry::JobOutcome& outcome = described.outcome;
+  const auto failed = [&](ExitCode code, std::string_view message) {
+    if (is_retryable(code)) return;
+    outcome.exit_code = static_cast<int>(code);
+    outcome.exit_class = std::string(exit_class_name(code));
+    outcome.error = std::string(message);
+    notify(*webhook, outcome);
+  };
+  int code = 0;
+  try {
+    code = run(options, described);
+  } catch (const Error& error) {
+    failed(error.code(), error.message());
+    throw;
+  }
+  if (code != 0) {  // a node's launcher returns its workers' exit, which they logged
+    failed(static_cast<ExitCode>(code), fmt::format("a worker exited with code {} (its log says why)", code));
+    return code;
+  }
+  outcome.succeeded = true;
+  if (described.output_dir) {
+    const std::vector<train::EpochMetrics> epochs = train::read_epoch_metrics(*described.output_dir);
+    if (!epochs.empty()) outcome.metrics = reported_metrics(epochs.back());
+  }
+  notify(*webhook, outcome);
+  return 0;
+}
+
 }  // namespace
 
 int execute(const cli::Options& options) {
@@ -595,7 +680,7 @@ int execute(const cli::Options& options) {
     case cli::Command::pack: return pack_command(options.pack);
     case cli::Command::predict: return predict_command(options.predict);
     case cli::Command::export_model: return export_command(options.export_model);
-    case cli::Command::run: return run(options);
+    case cli::Command::run: return run_and_notify(options);
     case cli::Command::preflight: return preflight_command(options);
     case cli::Command::render_job: return render_job(options);
     case cli::Command::submit: return submit(options);

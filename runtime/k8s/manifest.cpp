@@ -16,9 +16,10 @@ constexpr const char* kTrainJobNode = "node";
 constexpr const char* kTrainJobRuntime = "torch-distributed";
 // Who owns the runtime patch: Trainer requires a domain-prefixed path.
 constexpr const char* kRuntimePatchManager = "trainpoint/render-job";
-// Keys read from the Secret when they exist in it: git token and S3 credentials (docs/s3.md).
-const std::vector<std::string> kSecretKeys{"TRAINPOINT_GIT_TOKEN", "AWS_ACCESS_KEY_ID",
-                                           "AWS_SECRET_ACCESS_KEY"};
+// Keys read from the Secret when they exist in it: git token, S3 credentials (docs/s3.md) and the webhook that
+// hears of the job's end (telemetry/notify.h).
+const std::vector<std::string> kSecretKeys{"TRAINPOINT_GIT_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                                           "TRAINPOINT_NOTIFY_WEBHOOK"};
 
 // Strings Kubernetes types as strings are quoted when YAML would read them as another type.
 YAML::Emitter& text(YAML::Emitter& out, const std::string& value) {

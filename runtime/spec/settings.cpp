@@ -499,8 +499,9 @@ std::vector<Setting> k8s_settings() {
                "at one step and a checkpoint is written within this time. `run` warns when a checkpoint takes more "
                "than half of it to save; a node's launcher gives its workers this long before SIGKILL."),
       Declare("k8s.secret", &Spec::k8s, &K8sSpec::secret).optional()
-          .doc("render-job: a Secret whose keys TRAINPOINT_GIT_TOKEN, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
-               "(each optional) become the pods' environment. The manifest names the Secret, never its values."),
+          .doc("render-job: a Secret whose keys TRAINPOINT_GIT_TOKEN, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and "
+               "TRAINPOINT_NOTIFY_WEBHOOK (each optional) become the pods' environment. The manifest names the "
+               "Secret, never its values."),
       Declare("k8s.vault_role", &Spec::k8s, &K8sSpec::vault_role).optional()
           .doc("render-job: the Vault role of the platform's Vault agent, which writes MinIO keys to "
                "/vault/secrets/minio-<k8s.vault_tenant> (with vault_tenant and vault_path)."),

@@ -164,7 +164,7 @@ TEST(Manifest, SecretsAreReferencedNeverEmbedded) {
       ++from_secret;
     }
   }
-  EXPECT_EQ(from_secret, 3);
+  EXPECT_EQ(from_secret, 4);  // the git token, the S3 key pair and the notification webhook
   const YAML::Node pod =
       YAML::Load(k8s::render(gpu_job()))["spec"]["pytorchReplicaSpecs"]["Worker"]["template"];
   const YAML::Node annotations = pod["metadata"]["annotations"];

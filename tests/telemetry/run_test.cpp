@@ -13,6 +13,7 @@
 #include "support/process.h"
 #include "support/temp_dir.h"
 #include "telemetry/status_server.h"
+#include "telemetry/webhook_receiver.h"
 
 namespace tp {
 namespace {
@@ -179,6 +180,55 @@ TEST_F(WatchedRun, AFailingStatusServerChangesNothingButOneWarning) {
   }
   EXPECT_EQ(warnings, 1u) << result.output;
   EXPECT_EQ(result.output.find("test-token-of-the-pod"), std::string::npos) << "the token is never logged";
+}
+
+// The job's end told to a webhook (telemetry/notify.h), once, by the node of rank 0 alone, after the receiver's
+// first answer was a 503: the last epoch's metrics as metrics.jsonl has them, and never the URL's secret path.
+TEST_F(WatchedRun, AFinishedRunIsToldToTheWebhookOnceWithItsLastEpochsMetrics) {
+  testing::WebhookReceiver receiver("json", /*fail_first=*/1);
+  const auto result = testing::run_command(
+      run_command("TRAINPOINT_NOTIFY_WEBHOOK=" + shell_quote(receiver.url()) + " ", ""));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const std::vector<nlohmann::json> bodies = receiver.accepted();
+  ASSERT_EQ(bodies.size(), 1u) << result.output;
+  const nlohmann::json& body = bodies[0];
+  EXPECT_EQ(body["event"], "finished");
+  EXPECT_EQ(body["job"], "watched");
+  EXPECT_EQ(body["outputs"], "out");
+  EXPECT_EQ(body["source"].get<std::string>().rfind("train.toml of " + repo_.string() + " at ", 0), 0u) << body;
+  std::ifstream metrics(dir_ / "work/out/metrics.jsonl");
+  std::string line, last;
+  while (std::getline(metrics, line)) last = line;
+  const nlohmann::json epoch = nlohmann::json::parse(last);
+  EXPECT_EQ(body["metrics"]["epoch"], 2);
+  EXPECT_DOUBLE_EQ(body["metrics"]["valid_loss"].get<double>(), epoch["valid_loss"].get<double>());
+  EXPECT_DOUBLE_EQ(body["metrics"]["accuracy"].get<double>(), epoch["accuracy"].get<double>());
+  EXPECT_NE(result.output.find("told http://127.0.0.1:"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find(testing::WebhookReceiver::kSecret), std::string::npos) << result.output;
+  EXPECT_TRUE(receiver.rejected().empty());
+}
+
+// A permanent failure is told (Slack's format here), with the one line the log ends with; a retryable one is
+// not: the pod is restarted and the job goes on.
+TEST_F(WatchedRun, APermanentFailureIsToldAndARetryableOneIsNot) {
+  testing::WebhookReceiver receiver("slack");
+  const std::string webhook = "TRAINPOINT_NOTIFY_WEBHOOK=" + shell_quote(receiver.url()) +
+                              " TRAINPOINT_NOTIFY_FORMAT=slack ";
+  const auto broken = testing::run_command(run_command(webhook, "--set train.epoch=3"));
+  EXPECT_EQ(broken.exit_code, 3) << broken.output;
+  ASSERT_EQ(receiver.accepted().size(), 1u) << broken.output;
+  const std::string text = receiver.accepted()[0]["text"];
+  // The spec did not load: the job is named by its spec file.
+  EXPECT_EQ(text.rfind(":x: the job of train.toml failed (exit 3, spec error): preflight check 'spec' failed: --set "
+                       "train.epoch=3: unknown key 'train.epoch'", 0), 0u) << text;
+  EXPECT_NE(text.find("\ntrain.toml of " + repo_.string() + " at main"), std::string::npos) << text;
+
+  // The first of two pods, whose partner never comes: the rendezvous times out (exit 202, retryable).
+  const auto lost = testing::run_command(
+      run_command(webhook + "PET_NNODES=2 PET_NODE_RANK=0 PET_NPROC_PER_NODE=2 PET_MASTER_ADDR=127.0.0.1 ",
+                  "--set dist.timeout_s=2 --no-preflight"));
+  EXPECT_EQ(lost.exit_code, 202) << lost.output;
+  EXPECT_EQ(receiver.accepted().size(), 1u) << lost.output;
 }
 
 }  // namespace

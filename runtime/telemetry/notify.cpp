@@ -1,0 +1,156 @@
+#include "telemetry/notify.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "common/error.h"
+#include "common/retry.h"
+#include "http/transfer.h"
+
+namespace tp::telemetry {
+namespace {
+
+// scheme://host[:port] of an http(s) URL, and its host alone.
+const std::regex kHttpUrl(R"(^(https?://([^/?#@]+@)?([^/?#:]+)(:[0-9]+)?)([/?#].*)?$)", std::regex::icase);
+
+std::string host_of(const std::string& url) {
+  std::smatch match;
+  return std::regex_match(url, match, kHttpUrl) ? match[3].str() : "";
+}
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+WebhookFormat format_for_host(const std::string& host) {
+  if (host == "hooks.slack.com") return WebhookFormat::slack;
+  if (ends_with(host, ".webhook.office.com") || ends_with(host, ".logic.azure.com")) return WebhookFormat::teams;
+  return WebhookFormat::json;
+}
+
+// One line a person reads: "moons-ddp finished: valid_loss 0.41, accuracy 0.87. Outputs: s3://models/moons".
+std::string headline(const JobOutcome& outcome) {
+  std::string text;
+  if (outcome.succeeded) {
+    std::vector<std::string> values;
+    for (const auto& [name, value] : outcome.metrics) values.push_back(fmt::format("{} {:.4g}", name, value));
+    text = fmt::format("{} finished{}{}", outcome.job, values.empty() ? "" : ": ", fmt::join(values, ", "));
+  } else {
+    text = fmt::format("{} failed (exit {}, {}): {}", outcome.job, outcome.exit_code, outcome.exit_class,
+                       outcome.error);
+  }
+  if (!outcome.outputs.empty()) text += fmt::format(". Outputs: {}", outcome.outputs);
+  return text;
+}
+
+nlohmann::json json_body(const JobOutcome& outcome) {
+  nlohmann::json body = {{"event", outcome.succeeded ? "finished" : "failed"},
+                         {"job", outcome.job},
+                         {"source", outcome.source},
+                         {"exit_code", outcome.exit_code},
+                         {"exit_class", outcome.exit_class},
+                         {"text", headline(outcome)}};
+  if (!outcome.succeeded) body["error"] = outcome.error;
+  nlohmann::json metrics = nlohmann::json::object();
+  for (const auto& [name, value] : outcome.metrics) metrics[name] = value;
+  body["metrics"] = metrics;
+  if (!outcome.outputs.empty()) {
+    body["outputs"] = outcome.outputs;
+    body["report"] = outcome.outputs + "/report.html";
+  }
+  return body;
+}
+
+// An Adaptive Card in a message, as Teams' workflow webhooks ("Post to a channel when a webhook request is
+// received") take it.
+nlohmann::json teams_body(const JobOutcome& outcome) {
+  nlohmann::json headline_block = {{"type", "TextBlock"}, {"text", headline(outcome)}, {"wrap", true},
+                                   {"color", outcome.succeeded ? "Good" : "Attention"}};
+  nlohmann::json source_block = {{"type", "TextBlock"}, {"text", outcome.source}, {"wrap", true}, {"isSubtle", true}};
+  nlohmann::json card = {{"type", "AdaptiveCard"},
+                         {"$schema", "http://adaptivecards.io/schemas/adaptive-card.json"},
+                         {"version", "1.4"},
+                         {"body", nlohmann::json::array({headline_block, source_block})}};
+  nlohmann::json attachment = {{"contentType", "application/vnd.microsoft.card.adaptive"}, {"content", card}};
+  return {{"type", "message"}, {"attachments", nlohmann::json::array({attachment})}};
+}
+
+}  // namespace
+
+std::string Webhook::shown() const {
+  std::smatch match;
+  return std::regex_match(url, match, kHttpUrl) ? match[1].str() : "the webhook";
+}
+
+std::optional<Webhook> webhook_from_environment(
+    const std::function<std::optional<std::string>(const std::string&)>& environment) {
+  const std::optional<std::string> url = environment(kNotifyWebhookVariable);
+  if (!url || url->empty()) return std::nullopt;
+  if (host_of(*url).empty()) {
+    fail(ExitCode::usage, "{} is not an http:// or https:// URL (its value is not shown: it may hold a secret)",
+         kNotifyWebhookVariable);
+  }
+  Webhook webhook{*url, format_for_host(host_of(*url))};
+  const std::string format = environment(kNotifyFormatVariable).value_or("auto");
+  if (format == "json") webhook.format = WebhookFormat::json;
+  else if (format == "slack") webhook.format = WebhookFormat::slack;
+  else if (format == "teams") webhook.format = WebhookFormat::teams;
+  else if (format != "auto" && !format.empty()) {
+    fail(ExitCode::usage, "{}={}: not one of auto, json, slack, teams", kNotifyFormatVariable, format);
+  }
+  return webhook;
+}
+
+std::string notification_body(const JobOutcome& outcome, WebhookFormat format) {
+  switch (format) {
+    case WebhookFormat::slack: {
+      // Slack's mrkdwn: the headline, then what it trains.
+      const std::string mark = outcome.succeeded ? ":white_check_mark:" : ":x:";
+      return nlohmann::json{{"text", fmt::format("{} {}\n{}", mark, headline(outcome), outcome.source)}}.dump();
+    }
+    case WebhookFormat::teams: return teams_body(outcome).dump();
+    case WebhookFormat::json: break;
+  }
+  return json_body(outcome).dump();
+}
+
+std::optional<std::string> post_notification(const Webhook& webhook, const std::string& body,
+                                             std::chrono::seconds within) {
+  http::Settings settings;
+  settings.connect_timeout = std::chrono::seconds(5);
+  settings.stall_timeout = std::chrono::seconds(10);
+  http::Handle handle(settings);
+  RetryPolicy policy = RetryPolicy::within(within);
+  policy.first_wait = std::chrono::milliseconds(500);
+  try {
+    retry(policy, [&]() -> std::optional<std::string> {
+      http::Request request;
+      request.method = "POST";
+      request.url = webhook.url;
+      request.headers = {{"Content-Type", "application/json"}};
+      request.body = http::text_body(body);
+      request.body_size = body.size();
+      const http::Response response = handle.perform(request);
+      // The transport's own words may quote the URL: only its host is named.
+      if (response.transport == http::Transport::transient) {
+        return fmt::format("notification to {}: no answer", webhook.shown());
+      }
+      if (response.transport != http::Transport::ok) {
+        fail(ExitCode::network, "notification to {}: the connection failed (TLS or the address)", webhook.shown());
+      }
+      if (response.status / 100 == 2) return std::nullopt;
+      const std::string failure = fmt::format("notification to {}: HTTP {}: {}", webhook.shown(), response.status,
+                                              response.body.substr(0, 200));
+      if (http::transient_status(response.status)) return failure;
+      fail(ExitCode::network, "{}", failure);
+    });
+  } catch (const Error& error) {
+    return std::string(error.what());
+  }
+  return std::nullopt;
+}
+
+}  // namespace tp::telemetry

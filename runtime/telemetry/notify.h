@@ -1,0 +1,59 @@
+// A job's end told to a webhook: Slack's incoming webhooks, Microsoft Teams' workflows, or any receiver of JSON.
+// The pod of rank 0 posts once when the run finished, or failed for good (an exit of the permanent class: a
+// retryable failure restarts the pod, which tells nothing yet). The webhook's URL is a secret (whoever has it
+// may post to the channel): it comes from the environment, which render-job's pods fill from k8s.secret's
+// Secret, and messages name only its host. A notification carries no secret: the job, what it trains, the
+// outcome with the one-line error or the last epoch's metrics, and where the outputs are. A server that fails
+// is retried for a bounded time, then one warning: it never changes the job's exit. Torch-free.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tp::telemetry {
+
+// The variables a pod reads: the URL (from the Secret) and, optionally, its format.
+constexpr const char* kNotifyWebhookVariable = "TRAINPOINT_NOTIFY_WEBHOOK";
+constexpr const char* kNotifyFormatVariable = "TRAINPOINT_NOTIFY_FORMAT";
+
+enum class WebhookFormat { json, slack, teams };
+
+struct Webhook {
+  std::string url;
+  WebhookFormat format = WebhookFormat::json;
+  // "https://hooks.slack.com": what messages show of the URL, whose path is the secret.
+  std::string shown() const;
+};
+
+// The webhook TRAINPOINT_NOTIFY_WEBHOOK names, in TRAINPOINT_NOTIFY_FORMAT (json, slack, teams, or auto: Slack's
+// for hooks.slack.com, Teams' for *.webhook.office.com and *.logic.azure.com, JSON otherwise); nullopt when the
+// URL is unset. Throws tp::Error (usage) for a URL that is not http(s) or an unknown format, without the URL.
+std::optional<Webhook> webhook_from_environment(
+    const std::function<std::optional<std::string>(const std::string&)>& environment);
+
+struct JobOutcome {
+  std::string job;     // job.name
+  std::string source;  // what it trains: "train.toml of https://git.example.org/team/moons.git at 3f1c2a9"
+  bool succeeded = false;
+  int exit_code = 0;
+  std::string exit_class;  // "spec error" (docs/exit-codes.md)
+  std::string error;       // the failure's one line
+  std::vector<std::pair<std::string, double>> metrics;  // the last epoch's, as metrics.jsonl names them
+  std::string outputs;                                   // job.output
+};
+
+// The request body in the webhook's format: {"text": ...} for Slack, an Adaptive Card message for Teams, and
+// for JSON {"event": "finished" | "failed", "job", "source", "exit_code", "exit_class", "error", "metrics",
+// "outputs", "report"}.
+std::string notification_body(const JobOutcome& outcome, WebhookFormat format);
+
+// Posts `body`; an answer of 429, 5xx or none is retried with backoff until `within` has passed. Returns why
+// it was not delivered (naming only the webhook's host), or nullopt.
+std::optional<std::string> post_notification(const Webhook& webhook, const std::string& body,
+                                             std::chrono::seconds within);
+
+}  // namespace tp::telemetry
