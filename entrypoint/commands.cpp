@@ -320,6 +320,25 @@ std::unique_ptr<dist::Communicator> join_ranks(const dist::ProcessGroupOptions& 
   return dist::connect(group);
 }
 
+// What a notification says the job trains: "train.toml of REPO at COMMIT" (the ref until it is resolved).
+std::string trained_source(const cli::Options& options, const std::string& commit) {
+  return fmt::format("{} of {} at {}", options.spec, redacted_url(options.repo), commit.empty() ? options.ref : commit);
+}
+
+// Rank 0's watch over stalled ranks, told to the webhook the environment names, if any (telemetry/notify.h).
+std::unique_ptr<telemetry::StallNotifier> watch_stalls(const cli::Options& options, const SpecSource& source,
+                                                       const spec::Spec& spec, dist::Communicator& communicator) {
+  std::optional<telemetry::Webhook> webhook = telemetry::webhook_from_environment(dist::process_environment);
+  if (!webhook) return nullptr;
+  telemetry::JobOutcome job;
+  job.job = spec.job.name;
+  job.source = trained_source(options, source.commit);
+  job.outputs = spec.job.output;
+  return std::make_unique<telemetry::StallNotifier>(
+      std::move(*webhook), std::move(job), [&communicator] { return communicator.stalled_ranks(); },
+      std::chrono::seconds(spec.dist.heartbeat_s), std::chrono::seconds(spec.dist.stall_s));
+}
+
 // One rank of the built-in engine: its output, data and model, the rendezvous, then lr_find or training.
 int train_rank(const cli::Options& options, const SpecSource& source, const spec::LoadedSpec& loaded,
                const dist::Topology& topology, const dist::DevicePlan& plan) {
@@ -356,6 +375,8 @@ int train_rank(const cli::Options& options, const SpecSource& source, const spec
   // Workers of one node share the cores the pod may use.
   model::set_compute_threads(std::max(1, usable_cores() / topology.nproc_per_node));
   const std::unique_ptr<dist::Communicator> communicator = join_ranks(group);
+  const std::unique_ptr<telemetry::StallNotifier> stall_watch =
+      rank == 0 && group.world_size > 1 ? watch_stalls(options, source, spec, *communicator) : nullptr;
   const train::FitEnvironment environment = fit_environment(plan, output, identity, topology, rank);
   if (spec.train.lr_find) {
     train::find_learning_rate(model, data, spec, *communicator, output.local_dir(), environment);
@@ -385,12 +406,11 @@ struct RunDescription {
 
 int run(const cli::Options& options, RunDescription& described) {
   described.outcome.job = "the job of " + options.spec;  // until the spec has loaded
-  described.outcome.source = fmt::format("{} of {} at {}", options.spec, redacted_url(options.repo), options.ref);
+  described.outcome.source = trained_source(options, "");
   const auto [source, loaded] = checked_spec(options);
   const spec::Spec& spec = loaded.spec;
   described.outcome.job = spec.job.name;
-  described.outcome.source = fmt::format("{} of {} at {}", options.spec, redacted_url(options.repo),
-                                         source.commit.empty() ? options.ref : source.commit);
+  described.outcome.source = trained_source(options, source.commit);
   described.outcome.outputs = spec.job.output;
   if (spec.job.command.empty()) described.output_dir = storage::OutputLocation(spec, options.workdir).local_dir();
   const int devices = visible_gpus();
@@ -629,7 +649,7 @@ void notify(const telemetry::Webhook& webhook, const telemetry::JobOutcome& outc
   if (failure) {
     spdlog::warn("{} (the job's outcome is unchanged)", *failure);
   } else {
-    spdlog::info("told {} that {} {}", webhook.shown(), outcome.job, outcome.succeeded ? "finished" : "failed");
+    spdlog::info("told {} that {} {}", webhook.shown(), outcome.job, telemetry::event_name(outcome.event));
   }
 }
 
@@ -659,7 +679,7 @@ int run_and_notify(const cli::Options& options) {
     failed(static_cast<ExitCode>(code), fmt::format("a worker exited with code {} (its log says why)", code));
     return code;
   }
-  outcome.succeeded = true;
+  outcome.event = telemetry::JobEvent::finished;
   if (described.output_dir) {
     const std::vector<train::EpochMetrics> epochs = train::read_epoch_metrics(*described.output_dir);
     if (!epochs.empty()) outcome.metrics = reported_metrics(epochs.back());

@@ -3,8 +3,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <spdlog/spdlog.h>
+
+#include <condition_variable>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <thread>
 
 #include "common/error.h"
 #include "common/retry.h"
@@ -34,7 +39,9 @@ WebhookFormat format_for_host(const std::string& host) {
 // One line a person reads: "moons-ddp finished: valid_loss 0.41, accuracy 0.87. Outputs: s3://models/moons".
 std::string headline(const JobOutcome& outcome) {
   std::string text;
-  if (outcome.succeeded) {
+  if (outcome.event == JobEvent::stalled) {
+    text = fmt::format("{} is stalled: {}", outcome.job, outcome.error);
+  } else if (outcome.event == JobEvent::finished) {
     std::vector<std::string> values;
     for (const auto& [name, value] : outcome.metrics) values.push_back(fmt::format("{} {:.4g}", name, value));
     text = fmt::format("{} finished{}{}", outcome.job, values.empty() ? "" : ": ", fmt::join(values, ", "));
@@ -47,13 +54,13 @@ std::string headline(const JobOutcome& outcome) {
 }
 
 nlohmann::json json_body(const JobOutcome& outcome) {
-  nlohmann::json body = {{"event", outcome.succeeded ? "finished" : "failed"},
+  nlohmann::json body = {{"event", event_name(outcome.event)},
                          {"job", outcome.job},
                          {"source", outcome.source},
                          {"exit_code", outcome.exit_code},
                          {"exit_class", outcome.exit_class},
                          {"text", headline(outcome)}};
-  if (!outcome.succeeded) body["error"] = outcome.error;
+  if (outcome.event != JobEvent::finished) body["error"] = outcome.error;
   nlohmann::json metrics = nlohmann::json::object();
   for (const auto& [name, value] : outcome.metrics) metrics[name] = value;
   body["metrics"] = metrics;
@@ -68,7 +75,7 @@ nlohmann::json json_body(const JobOutcome& outcome) {
 // received") take it.
 nlohmann::json teams_body(const JobOutcome& outcome) {
   nlohmann::json headline_block = {{"type", "TextBlock"}, {"text", headline(outcome)}, {"wrap", true},
-                                   {"color", outcome.succeeded ? "Good" : "Attention"}};
+                                   {"color", outcome.event == JobEvent::finished ? "Good" : "Attention"}};
   nlohmann::json source_block = {{"type", "TextBlock"}, {"text", outcome.source}, {"wrap", true}, {"isSubtle", true}};
   nlohmann::json card = {{"type", "AdaptiveCard"},
                          {"$schema", "http://adaptivecards.io/schemas/adaptive-card.json"},
@@ -79,6 +86,15 @@ nlohmann::json teams_body(const JobOutcome& outcome) {
 }
 
 }  // namespace
+
+const char* event_name(JobEvent event) {
+  switch (event) {
+    case JobEvent::finished: return "finished";
+    case JobEvent::stalled: return "stalled";
+    case JobEvent::failed: break;
+  }
+  return "failed";
+}
 
 std::string Webhook::shown() const {
   std::smatch match;
@@ -108,7 +124,9 @@ std::string notification_body(const JobOutcome& outcome, WebhookFormat format) {
   switch (format) {
     case WebhookFormat::slack: {
       // Slack's mrkdwn: the headline, then what it trains.
-      const std::string mark = outcome.succeeded ? ":white_check_mark:" : ":x:";
+      const std::string mark = outcome.event == JobEvent::finished ? ":white_check_mark:"
+                               : outcome.event == JobEvent::failed ? ":x:"
+                                                                   : ":warning:";
       return nlohmann::json{{"text", fmt::format("{} {}\n{}", mark, headline(outcome), outcome.source)}}.dump();
     }
     case WebhookFormat::teams: return teams_body(outcome).dump();
@@ -151,6 +169,59 @@ std::optional<std::string> post_notification(const Webhook& webhook, const std::
     return std::string(error.what());
   }
   return std::nullopt;
+}
+
+struct StallNotifier::State {
+  Webhook webhook;
+  JobOutcome job;
+  std::function<int()> stalled_ranks;
+  std::chrono::milliseconds interval;
+  std::chrono::seconds stall;
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;
+  std::thread thread;
+
+  void run() {
+    bool told = false;  // about the stall in progress
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!wake.wait_for(lock, interval, [&] { return stopping; })) {
+      const int stalled = stalled_ranks();
+      if (stalled == 0) told = false;
+      if (stalled == 0 || told) continue;
+      told = true;
+      JobOutcome outcome = job;
+      outcome.event = JobEvent::stalled;
+      outcome.error = fmt::format("{} rank(s) made no progress for dist.stall_s ({} s); the pods' logs name them "
+                                  "with their step and phase, and the job fails retryable once dist.timeout_s passes",
+                                  stalled, stall.count());
+      lock.unlock();
+      const auto failure = post_notification(webhook, notification_body(outcome, webhook.format),
+                                             std::chrono::seconds(15));
+      if (failure) spdlog::warn("{} (training goes on)", *failure);
+      lock.lock();
+    }
+  }
+};
+
+StallNotifier::StallNotifier(Webhook webhook, JobOutcome job, std::function<int()> stalled_ranks,
+                             std::chrono::milliseconds interval, std::chrono::seconds stall)
+    : state_(std::make_unique<State>()) {
+  state_->webhook = std::move(webhook);
+  state_->job = std::move(job);
+  state_->stalled_ranks = std::move(stalled_ranks);
+  state_->interval = interval;
+  state_->stall = stall;
+  state_->thread = std::thread([state = state_.get()] { state->run(); });
+}
+
+StallNotifier::~StallNotifier() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->stopping = true;
+  }
+  state_->wake.notify_all();
+  state_->thread.join();
 }
 
 }  // namespace tp::telemetry

@@ -1,6 +1,6 @@
 // A job's end told to a webhook: Slack's incoming webhooks, Microsoft Teams' workflows, or any receiver of JSON.
 // The pod of rank 0 posts once when the run finished, or failed for good (an exit of the permanent class: a
-// retryable failure restarts the pod, which tells nothing yet). The webhook's URL is a secret (whoever has it
+// retryable failure restarts the pod, which tells nothing yet); rank 0 also when ranks stall (StallNotifier). The webhook's URL is a secret (whoever has it
 // may post to the channel): it comes from the environment, which render-job's pods fill from k8s.secret's
 // Secret, and messages name only its host. A notification carries no secret: the job, what it trains, the
 // outcome with the one-line error or the last epoch's metrics, and where the outputs are. A server that fails
@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -35,25 +36,47 @@ struct Webhook {
 std::optional<Webhook> webhook_from_environment(
     const std::function<std::optional<std::string>(const std::string&)>& environment);
 
+enum class JobEvent { finished, failed, stalled };
+
 struct JobOutcome {
   std::string job;     // job.name
   std::string source;  // what it trains: "train.toml of https://git.example.org/team/moons.git at 3f1c2a9"
-  bool succeeded = false;
+  JobEvent event = JobEvent::failed;
   int exit_code = 0;
   std::string exit_class;  // "spec error" (docs/exit-codes.md)
-  std::string error;       // the failure's one line
+  std::string error;       // the failure's one line, or what stalled
   std::vector<std::pair<std::string, double>> metrics;  // the last epoch's, as metrics.jsonl names them
   std::string outputs;                                   // job.output
 };
 
+// "finished", "failed", "stalled".
+const char* event_name(JobEvent event);
+
 // The request body in the webhook's format: {"text": ...} for Slack, an Adaptive Card message for Teams, and
-// for JSON {"event": "finished" | "failed", "job", "source", "exit_code", "exit_class", "error", "metrics",
-// "outputs", "report"}.
+// for JSON {"event", "job", "source", "exit_code", "exit_class", "error", "metrics", "outputs", "report", "text"}.
 std::string notification_body(const JobOutcome& outcome, WebhookFormat format);
 
 // Posts `body`; an answer of 429, 5xx or none is retried with backoff until `within` has passed. Returns why
 // it was not delivered (naming only the webhook's host), or nullopt.
 std::optional<std::string> post_notification(const Webhook& webhook, const std::string& body,
                                              std::chrono::seconds within);
+
+// Rank 0's watch over stalled ranks: every `interval`, from its own thread, it reads `stalled_ranks` (the
+// heartbeat's count of ranks that made no progress for dist.stall_s) and posts a "stalled" notification when
+// the count becomes non-zero: once per stall, again only after every rank moved on. A failed post is one
+// warning. The training thread never waits for it.
+class StallNotifier {
+ public:
+  StallNotifier(Webhook webhook, JobOutcome job, std::function<int()> stalled_ranks, std::chrono::milliseconds interval,
+                std::chrono::seconds stall);
+  // Stops the watch; a post in flight is finished first (it gives up within 15 s).
+  ~StallNotifier();
+  StallNotifier(const StallNotifier&) = delete;
+  StallNotifier& operator=(const StallNotifier&) = delete;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace tp::telemetry

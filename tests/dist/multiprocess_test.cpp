@@ -10,6 +10,7 @@
 #include "support/background_process.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
+#include "telemetry/webhook_receiver.h"
 
 namespace tp {
 namespace {
@@ -246,11 +247,12 @@ TEST(Distributed, WorkersDieWithTheirKilledLauncher) {
 }
 
 // Three `trainpoint run` ranks (torchrun's variables) train until rank 1 is stopped with SIGSTOP:
-// ranks 0 and 2 report it by rank, step and phase within dist.stall_s, then their all-reduce times out
-// after dist.timeout_s and they exit 202 naming it. After SIGCONT rank 1 finds its peers gone and
-// exits too: nothing is left running.
+// ranks 0 and 2 report it by rank, step and phase within dist.stall_s, and rank 0 tells the webhook once; then
+// their all-reduce times out after dist.timeout_s and they exit 202 naming it (retryable: nothing more is
+// told). After SIGCONT rank 1 finds its peers gone and exits too: nothing is left running.
 TEST(Distributed, StoppedRankIsReportedByStepAndPhaseAndThePeersExitRetryable) {
   testing::TempDir dir;
+  testing::WebhookReceiver receiver("json");
   write_endless_job(dir, "[dist]\ntimeout_s = 15\nheartbeat_s = 1\nstall_s = 3\n");
   const int port = testing::free_port();
   const std::string run = testing::trainpoint_binary() + " run --spec " + (dir / "train.toml").string() +
@@ -259,7 +261,8 @@ TEST(Distributed, StoppedRankIsReportedByStepAndPhaseAndThePeersExitRetryable) {
   std::string script = "cleanup() { kill -CONT $pid1 2>/dev/null; kill -9 $pid0 $pid1 $pid2 2>/dev/null; }\n"
                        "trap cleanup EXIT TERM INT\n";
   for (int rank = 0; rank < 3; ++rank) {
-    script += torchrun_env(rank, 3, port) + run + " > " + log + std::to_string(rank) + ".log 2>&1 & pid" +
+    script += "TRAINPOINT_NOTIFY_WEBHOOK=" + receiver.url() + " " + torchrun_env(rank, 3, port) + run + " > " + log +
+              std::to_string(rank) + ".log 2>&1 & pid" +
               std::to_string(rank) + "=$!\n";
   }
   script +=
@@ -291,6 +294,11 @@ TEST(Distributed, StoppedRankIsReportedByStepAndPhaseAndThePeersExitRetryable) {
   EXPECT_NE(result.output.find("rank 1 exit 202"), std::string::npos) << result.output;
   EXPECT_EQ(result.output.find("stray"), std::string::npos) << result.output;
   EXPECT_EQ(result.output.find("still running"), std::string::npos) << result.output;
+  const std::vector<nlohmann::json> told = receiver.accepted();
+  ASSERT_EQ(told.size(), 1u) << result.output;
+  EXPECT_EQ(told[0]["event"], "stalled");
+  EXPECT_EQ(told[0]["error"].get<std::string>().rfind("1 rank(s) made no progress for dist.stall_s (3 s)", 0), 0u)
+      << told[0];
 
   // Both survivors name rank 1 with the same step (a number past the first) and a phase.
   std::vector<std::string> reports;

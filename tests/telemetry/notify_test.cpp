@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -24,7 +26,7 @@ JobOutcome finished() {
   JobOutcome outcome;
   outcome.job = "moons-ddp";
   outcome.source = "train.toml of https://git.example.org/team/moons.git at 3f1c2a9";
-  outcome.succeeded = true;
+  outcome.event = JobEvent::finished;
   outcome.metrics = {{"epoch", 5}, {"valid_loss", 0.4123}, {"accuracy", 0.875}};
   outcome.outputs = "s3://models/moons";
   return outcome;
@@ -32,7 +34,7 @@ JobOutcome finished() {
 
 JobOutcome failed() {
   JobOutcome outcome = finished();
-  outcome.succeeded = false;
+  outcome.event = JobEvent::failed;
   outcome.exit_code = 3;
   outcome.exit_class = "spec error";
   outcome.error = "train.toml:4:1: unknown key 'train.epoch'";
@@ -115,6 +117,33 @@ TEST(Notify, AServerBrieflyDownGetsTheNotificationOnceAndARefusalIsNamedWithoutT
   EXPECT_NE(refused->find("HTTP 400: invalid_payload"), std::string::npos) << *refused;
   EXPECT_EQ(refused->find(testing::WebhookReceiver::kSecret), std::string::npos) << *refused;
   EXPECT_EQ(receiver.rejected(), std::vector<std::string>{"not a message with one attachment"});
+}
+
+TEST(Notify, AStallIsToldOnceUntilEveryRankMovedOnAgain) {
+  testing::WebhookReceiver receiver("json");
+  std::atomic<int> stalled{0};
+  {
+    StallNotifier watch(Webhook{receiver.url(), WebhookFormat::json}, finished(), [&] { return stalled.load(); },
+                        std::chrono::milliseconds(20), std::chrono::seconds(300));
+    const auto settle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(400)); };
+    settle();
+    EXPECT_TRUE(receiver.accepted().empty());
+    stalled = 2;
+    settle();
+    stalled = 1;  // still stalled: told once
+    settle();
+    ASSERT_EQ(receiver.accepted().size(), 1u);
+    stalled = 0;
+    settle();
+    stalled = 1;  // a new stall
+    settle();
+  }
+  const std::vector<nlohmann::json> bodies = receiver.accepted();
+  ASSERT_EQ(bodies.size(), 2u);
+  EXPECT_EQ(bodies[0]["event"], "stalled");
+  EXPECT_EQ(bodies[0]["text"].get<std::string>().rfind("moons-ddp is stalled: 2 rank(s) made no progress for "
+                                                       "dist.stall_s (300 s)", 0), 0u) << bodies[0];
+  EXPECT_EQ(bodies[1]["error"].get<std::string>().rfind("1 rank(s)", 0), 0u) << bodies[1];
 }
 
 }  // namespace

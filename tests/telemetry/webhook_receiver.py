@@ -27,7 +27,7 @@ def problems(body, format):
         if content.get("type") != "AdaptiveCard" or not content.get("body"):
             return ["the card has no body"]
         return []
-    return [] if body.get("event") in ("finished", "failed") and body.get("job") else ["no event or job"]
+    return [] if body.get("event") in ("finished", "failed", "stalled") and body.get("job") else ["no event or job"]
 
 
 def main():
