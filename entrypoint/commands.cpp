@@ -244,13 +244,42 @@ void announce_preflight_failure(const std::optional<spec::LoadedSpec>& loaded, c
   dist::announce_failure(group, error.code(), error.what(), silent_ranks);
 }
 
+// What a notification says of the run (telemetry/notify.h): what it trains, then, once the spec has loaded
+// (also when its preflight fails), the job, its outputs and [notify].
+struct RunDescription {
+  telemetry::JobOutcome outcome;
+  std::optional<fs::path> output_dir;  // where metrics.jsonl is written, when this process can see it
+  spec::NotifySpec notify = spec::defaults().notify;  // the spec's, once loaded
+};
+
+// What a notification says the job trains: "train.toml of REPO at COMMIT" (the ref until it is resolved).
+std::string trained_source(const cli::Options& options, const std::string& commit) {
+  return fmt::format("{} of {} at {}", options.spec, redacted_url(options.repo), commit.empty() ? options.ref : commit);
+}
+
+void describe_run(const cli::Options& options, const std::optional<SpecSource>& located,
+                  const std::optional<spec::LoadedSpec>& loaded, RunDescription& described) {
+  described.outcome.source = trained_source(options, located ? located->commit : "");
+  if (!loaded) return;
+  const spec::Spec& spec = loaded->spec;
+  described.outcome.job = spec.job.name;
+  described.outcome.outputs = spec.job.output;
+  described.notify = spec.notify;
+  try {
+    if (spec.job.command.empty()) described.output_dir = storage::OutputLocation(spec, options.workdir).local_dir();
+  } catch (const Error&) {
+    // S3 settings that do not resolve: the run's own checks say so; the notification has no metrics
+  }
+}
+
 // The spec located and loaded, after the pod's preflight when it runs one: once per pod, so workers that the
 // node launched find its checks done.
-std::pair<SpecSource, spec::LoadedSpec> checked_spec(const cli::Options& options) {
+std::pair<SpecSource, spec::LoadedSpec> checked_spec(const cli::Options& options, RunDescription& described) {
   std::optional<SpecSource> located;
   std::optional<spec::LoadedSpec> loaded;
   if (options.preflight && std::getenv(kPreparedCheckout) == nullptr) {
     const preflight::Report report = run_preflight(options, located, loaded, /*check_resume=*/false);
+    describe_run(options, located, loaded, described);
     try {
       preflight::throw_first_failure(report);
     } catch (const Error& error) {
@@ -261,6 +290,7 @@ std::pair<SpecSource, spec::LoadedSpec> checked_spec(const cli::Options& options
   } else {
     located = locate_spec(options);
     loaded = load_spec(options, *located);
+    describe_run(options, located, loaded, described);
   }
   return {std::move(*located), std::move(*loaded)};
 }
@@ -320,22 +350,23 @@ std::unique_ptr<dist::Communicator> join_ranks(const dist::ProcessGroupOptions& 
   return dist::connect(group);
 }
 
-// What a notification says the job trains: "train.toml of REPO at COMMIT" (the ref until it is resolved).
-std::string trained_source(const cli::Options& options, const std::string& commit) {
-  return fmt::format("{} of {} at {}", options.spec, redacted_url(options.repo), commit.empty() ? options.ref : commit);
+// The webhooks [notify] names that hear of `event`. Throws tp::Error (usage) for a malformed one.
+std::vector<telemetry::Webhook> webhooks_for(const spec::NotifySpec& notify, telemetry::JobEvent event) {
+  if (std::find(notify.on.begin(), notify.on.end(), telemetry::event_name(event)) == notify.on.end()) return {};
+  return telemetry::resolve_webhooks(notify.webhooks, notify.format, dist::process_environment);
 }
 
-// Rank 0's watch over stalled ranks, told to the webhook the environment names, if any (telemetry/notify.h).
+// Rank 0's watch over stalled ranks, told to the webhooks of [notify], if any (telemetry/notify.h).
 std::unique_ptr<telemetry::StallNotifier> watch_stalls(const cli::Options& options, const SpecSource& source,
                                                        const spec::Spec& spec, dist::Communicator& communicator) {
-  std::optional<telemetry::Webhook> webhook = telemetry::webhook_from_environment(dist::process_environment);
-  if (!webhook) return nullptr;
+  std::vector<telemetry::Webhook> webhooks = webhooks_for(spec.notify, telemetry::JobEvent::stalled);
+  if (webhooks.empty()) return nullptr;
   telemetry::JobOutcome job;
   job.job = spec.job.name;
   job.source = trained_source(options, source.commit);
   job.outputs = spec.job.output;
   return std::make_unique<telemetry::StallNotifier>(
-      std::move(*webhook), std::move(job), [&communicator] { return communicator.stalled_ranks(); },
+      std::move(webhooks), std::move(job), [&communicator] { return communicator.stalled_ranks(); },
       std::chrono::seconds(spec.dist.heartbeat_s), std::chrono::seconds(spec.dist.stall_s));
 }
 
@@ -398,21 +429,15 @@ int train_rank(const cli::Options& options, const SpecSource& source, const spec
   return 0;
 }
 
-// What a notification says of the run: filled in as soon as the spec is loaded.
-struct RunDescription {
-  telemetry::JobOutcome outcome;
-  std::optional<fs::path> output_dir;  // where metrics.jsonl is written, when this process can see it
-};
 
 int run(const cli::Options& options, RunDescription& described) {
   described.outcome.job = "the job of " + options.spec;  // until the spec has loaded
   described.outcome.source = trained_source(options, "");
-  const auto [source, loaded] = checked_spec(options);
+  const auto [source, loaded] = checked_spec(options, described);
   const spec::Spec& spec = loaded.spec;
-  described.outcome.job = spec.job.name;
-  described.outcome.source = trained_source(options, source.commit);
-  described.outcome.outputs = spec.job.output;
-  if (spec.job.command.empty()) described.output_dir = storage::OutputLocation(spec, options.workdir).local_dir();
+  for (const auto event : {telemetry::JobEvent::finished, telemetry::JobEvent::failed}) {
+    webhooks_for(spec.notify, event);  // a malformed webhook is a usage error now, not at the end
+  }
   const int devices = visible_gpus();
   const dist::Topology topology =
       dist::read_topology(dist::process_environment, static_cast<int>(spec.dist.nproc_per_node), devices);
@@ -642,31 +667,27 @@ std::vector<std::pair<std::string, double>> reported_metrics(const train::EpochM
   return reported;
 }
 
-void notify(const telemetry::Webhook& webhook, const telemetry::JobOutcome& outcome) {
-  const std::optional<std::string> failure =
-      telemetry::post_notification(webhook, telemetry::notification_body(outcome, webhook.format),
-                                   std::chrono::seconds(60));
-  if (failure) {
-    spdlog::warn("{} (the job's outcome is unchanged)", *failure);
-  } else {
-    spdlog::info("told {} that {} {}", webhook.shown(), outcome.job, telemetry::event_name(outcome.event));
-  }
-}
-
-// `run`, then, from the pod of rank 0, its end told to the webhook the environment names (telemetry/notify.h):
-// a finished run with its last epoch's metrics, or a failure of the permanent class (a retryable one restarts
-// the pod).
+// `run`, then, from the pod of rank 0, its end told to the webhooks of [notify] (telemetry/notify.h): a finished
+// run with its last epoch's metrics, or a failure of the permanent class (a retryable one restarts the pod).
+// Before the spec has loaded, [notify]'s defaults hold (the webhook of the pod's Secret).
 int run_and_notify(const cli::Options& options) {
-  const std::optional<telemetry::Webhook> webhook = telemetry::webhook_from_environment(dist::process_environment);
   RunDescription described;
-  if (!webhook || !speaks_for_job()) return run(options, described);
+  if (!speaks_for_job()) return run(options, described);
   telemetry::JobOutcome& outcome = described.outcome;
+  const auto tell = [&] {
+    try {
+      telemetry::notify(webhooks_for(described.notify, outcome.event), outcome);
+    } catch (const Error&) {
+      // a malformed webhook: the run has already failed saying so
+    }
+  };
   const auto failed = [&](ExitCode code, std::string_view message) {
     if (is_retryable(code)) return;
+    outcome.event = telemetry::JobEvent::failed;
     outcome.exit_code = static_cast<int>(code);
     outcome.exit_class = std::string(exit_class_name(code));
     outcome.error = std::string(message);
-    notify(*webhook, outcome);
+    tell();
   };
   int code = 0;
   try {
@@ -684,7 +705,7 @@ int run_and_notify(const cli::Options& options) {
     const std::vector<train::EpochMetrics> epochs = train::read_epoch_metrics(*described.output_dir);
     if (!epochs.empty()) outcome.metrics = reported_metrics(epochs.back());
   }
-  notify(*webhook, outcome);
+  tell();
   return 0;
 }
 

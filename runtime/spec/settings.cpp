@@ -456,6 +456,29 @@ std::vector<Setting> log_settings() {
   };
 }
 
+std::vector<Setting> notify_settings() {
+  return {
+      Declare("notify.webhooks", &Spec::notify, &NotifySpec::webhooks)
+          .fallback(std::vector<std::string>{"env:TRAINPOINT_NOTIFY_WEBHOOK"})
+          .doc("Webhooks the pod of rank 0 tells of the job's end and of stalled ranks (docs/training.md, \"Told "
+               "when it ends\"): http(s) URLs, or \"env:NAME\" for the URL in the environment variable NAME. A Slack "
+               "or Teams URL is a secret (whoever has it may post): keep it in k8s.secret's Secret as "
+               "TRAINPOINT_NOTIFY_WEBHOOK, which the default names, not in the spec. An env: entry whose variable is "
+               "unset is skipped. []: none."),
+      Declare("notify.format", &Spec::notify, &NotifySpec::format).fallback("auto")
+          .choices({"auto", "json", "slack", "teams"})
+          .doc("The body posted: slack ({\"text\": ...}), teams (an Adaptive Card message, as Teams' workflow "
+               "webhooks take), json (event, job, source, exit code and class, error, metrics, outputs, report). "
+               "auto: slack for hooks.slack.com, teams for *.webhook.office.com and *.logic.azure.com, else json."),
+      Declare("notify.on", &Spec::notify, &NotifySpec::on)
+          .fallback(std::vector<std::string>{"finished", "failed", "stalled"})
+          .choices({"finished", "failed", "stalled"})
+          .doc("What is told: finished (with the last epoch's metrics), failed (a permanent failure, with its "
+               "line; a retryable one restarts the pod and tells nothing), stalled (ranks without progress for "
+               "dist.stall_s, once per stall)."),
+  };
+}
+
 std::vector<Setting> report_settings() {
   return {
       Declare("report.top_losses", &Spec::report, &ReportSpec::top_losses).fallback(16).range(0, 1000)
@@ -549,7 +572,7 @@ std::vector<Setting> declare_all() {
   std::vector<Setting> all;
   // In the order docs/spec.md and `check` show them.
   for (const auto& section : {job_settings, data_settings, model_settings, train_settings, dist_settings,
-                              checkpoint_settings, log_settings, report_settings, k8s_settings}) {
+                              checkpoint_settings, log_settings, report_settings, notify_settings, k8s_settings}) {
     std::vector<Setting> declared = section();
     all.insert(all.end(), std::make_move_iterator(declared.begin()), std::make_move_iterator(declared.end()));
   }

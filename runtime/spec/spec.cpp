@@ -426,6 +426,8 @@ class Loader {
     set(*setting, convert(*setting, *parsed.get("value"), at), "--set");
   }
 
+  const Spec& spec() const { return loaded_.spec; }
+
   LoadedSpec finish() {
     // Settings that could not be read leave defaults behind: checks of how settings go together would
     // report mistakes that are not there.
@@ -541,9 +543,11 @@ bool used_in_command_mode(const Setting& setting) {
   static const char* const kKeys[] = {"data.source", "data.endpoint", "data.credentials", "dist.nproc_per_node",
                                       "dist.timeout_s"};
   const bool training_only = setting.key == "job.seed" || setting.key == "job.metrics_port";
-  return (setting.section() == "job" && !training_only) || setting.section() == "k8s" ||
+  return (setting.section() == "job" && !training_only) || setting.section() == "k8s" || setting.section() == "notify" ||
          std::find(std::begin(kKeys), std::end(kKeys), setting.key) != std::end(kKeys);
 }
+
+Spec defaults() { return Loader("defaults").spec(); }
 
 LoadedSpec load_string(std::string_view document, const std::vector<std::string>& overrides,
                        const std::string& source_name, const std::optional<PlatformDefaults>& platform) {

@@ -178,6 +178,13 @@ struct LogSpec {
   std::string mlflow_uri;  // an MLflow tracking server (empty: MLFLOW_TRACKING_URI, else none)
 };
 
+// Who hears of the job's end and its stalls (runtime/telemetry/notify.h).
+struct NotifySpec {
+  std::vector<std::string> webhooks;  // http(s) URLs, or "env:NAME": the URL in the variable NAME (a Secret's)
+  std::string format;                 // auto | json | slack | teams
+  std::vector<std::string> on;        // of finished, failed, stalled
+};
+
 // What report.html and interpretation.json show of the trained model.
 struct ReportSpec {
   std::int64_t top_losses;  // the validation samples with the highest loss listed (classification)
@@ -223,6 +230,7 @@ struct Spec {
   CheckpointSpec checkpoint;
   LogSpec log;
   ReportSpec report;
+  NotifySpec notify;
   K8sSpec k8s;
 };
 
@@ -250,6 +258,9 @@ LoadedSpec load_file(const std::filesystem::path& file, const std::vector<std::s
 LoadedSpec load_string(std::string_view document, const std::vector<std::string>& overrides,
                        const std::string& source_name,
                        const std::optional<PlatformDefaults>& platform = std::nullopt);
+
+// Every setting at its built-in default (a required one empty): what holds before a spec has loaded.
+Spec defaults();
 
 // The resolved spec as TOML, each value followed by a comment naming its origin.
 std::string describe(const LoadedSpec& loaded);

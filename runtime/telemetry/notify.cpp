@@ -101,23 +101,27 @@ std::string Webhook::shown() const {
   return std::regex_match(url, match, kHttpUrl) ? match[1].str() : "the webhook";
 }
 
-std::optional<Webhook> webhook_from_environment(
-    const std::function<std::optional<std::string>(const std::string&)>& environment) {
-  const std::optional<std::string> url = environment(kNotifyWebhookVariable);
-  if (!url || url->empty()) return std::nullopt;
-  if (host_of(*url).empty()) {
-    fail(ExitCode::usage, "{} is not an http:// or https:// URL (its value is not shown: it may hold a secret)",
-         kNotifyWebhookVariable);
+std::vector<Webhook> resolve_webhooks(const std::vector<std::string>& entries, const std::string& format,
+                                      const Environment& environment) {
+  std::vector<Webhook> webhooks;
+  for (std::size_t index = 0; index < entries.size(); ++index) {
+    std::string url = entries[index];
+    if (url.rfind("env:", 0) == 0) {
+      const std::optional<std::string> value = environment(url.substr(4));
+      if (!value || value->empty()) continue;  // not given to this pod
+      url = *value;
+    }
+    if (host_of(url).empty()) {
+      fail(ExitCode::usage, "notify.webhooks[{}]{}: not an http:// or https:// URL (its value is not shown: it may "
+           "hold a secret)", index, entries[index].rfind("env:", 0) == 0 ? " (" + entries[index] + ")" : "");
+    }
+    const WebhookFormat chosen = format == "json"    ? WebhookFormat::json
+                                 : format == "slack" ? WebhookFormat::slack
+                                 : format == "teams" ? WebhookFormat::teams
+                                                     : format_for_host(host_of(url));
+    webhooks.push_back({url, chosen});
   }
-  Webhook webhook{*url, format_for_host(host_of(*url))};
-  const std::string format = environment(kNotifyFormatVariable).value_or("auto");
-  if (format == "json") webhook.format = WebhookFormat::json;
-  else if (format == "slack") webhook.format = WebhookFormat::slack;
-  else if (format == "teams") webhook.format = WebhookFormat::teams;
-  else if (format != "auto" && !format.empty()) {
-    fail(ExitCode::usage, "{}={}: not one of auto, json, slack, teams", kNotifyFormatVariable, format);
-  }
-  return webhook;
+  return webhooks;
 }
 
 std::string notification_body(const JobOutcome& outcome, WebhookFormat format) {
@@ -133,6 +137,18 @@ std::string notification_body(const JobOutcome& outcome, WebhookFormat format) {
     case WebhookFormat::json: break;
   }
   return json_body(outcome).dump();
+}
+
+void notify(const std::vector<Webhook>& webhooks, const JobOutcome& outcome) {
+  for (const Webhook& webhook : webhooks) {
+    const std::optional<std::string> failure =
+        post_notification(webhook, notification_body(outcome, webhook.format), std::chrono::seconds(60));
+    if (failure) {
+      spdlog::warn("{} (the job goes on as it would have)", *failure);
+    } else {
+      spdlog::info("told {} that {} {}", webhook.shown(), outcome.job, event_name(outcome.event));
+    }
+  }
 }
 
 std::optional<std::string> post_notification(const Webhook& webhook, const std::string& body,
@@ -172,7 +188,7 @@ std::optional<std::string> post_notification(const Webhook& webhook, const std::
 }
 
 struct StallNotifier::State {
-  Webhook webhook;
+  std::vector<Webhook> webhooks;
   JobOutcome job;
   std::function<int()> stalled_ranks;
   std::chrono::milliseconds interval;
@@ -196,18 +212,20 @@ struct StallNotifier::State {
                                   "with their step and phase, and the job fails retryable once dist.timeout_s passes",
                                   stalled, stall.count());
       lock.unlock();
-      const auto failure = post_notification(webhook, notification_body(outcome, webhook.format),
-                                             std::chrono::seconds(15));
-      if (failure) spdlog::warn("{} (training goes on)", *failure);
+      for (const Webhook& webhook : webhooks) {
+        const auto failure = post_notification(webhook, notification_body(outcome, webhook.format),
+                                               std::chrono::seconds(15));
+        if (failure) spdlog::warn("{} (training goes on)", *failure);
+      }
       lock.lock();
     }
   }
 };
 
-StallNotifier::StallNotifier(Webhook webhook, JobOutcome job, std::function<int()> stalled_ranks,
+StallNotifier::StallNotifier(std::vector<Webhook> webhooks, JobOutcome job, std::function<int()> stalled_ranks,
                              std::chrono::milliseconds interval, std::chrono::seconds stall)
     : state_(std::make_unique<State>()) {
-  state_->webhook = std::move(webhook);
+  state_->webhooks = std::move(webhooks);
   state_->job = std::move(job);
   state_->stalled_ranks = std::move(stalled_ranks);
   state_->interval = interval;

@@ -1,10 +1,11 @@
-// A job's end told to a webhook: Slack's incoming webhooks, Microsoft Teams' workflows, or any receiver of JSON.
-// The pod of rank 0 posts once when the run finished, or failed for good (an exit of the permanent class: a
-// retryable failure restarts the pod, which tells nothing yet); rank 0 also when ranks stall (StallNotifier). The webhook's URL is a secret (whoever has it
-// may post to the channel): it comes from the environment, which render-job's pods fill from k8s.secret's
-// Secret, and messages name only its host. A notification carries no secret: the job, what it trains, the
-// outcome with the one-line error or the last epoch's metrics, and where the outputs are. A server that fails
-// is retried for a bounded time, then one warning: it never changes the job's exit. Torch-free.
+// A job's end told to webhooks ([notify]): Slack's incoming webhooks, Microsoft Teams' workflows, or any receiver
+// of JSON. The pod of rank 0 posts once when the run finished, or failed for good (an exit of the permanent
+// class: a retryable failure restarts the pod, which tells nothing yet); rank 0 also when ranks stall
+// (StallNotifier). A Slack or Teams URL is a secret (whoever has it may post to the channel): it comes from the
+// environment, which render-job's pods fill from k8s.secret's Secret, and messages name only its host. A
+// notification carries no secret: the job, what it trains, the outcome with the one-line error or the last
+// epoch's metrics, and where the outputs are. A server that fails is retried for a bounded time, then one
+// warning: it never changes the job's exit. Torch-free.
 #pragma once
 
 #include <chrono>
@@ -17,9 +18,7 @@
 
 namespace tp::telemetry {
 
-// The variables a pod reads: the URL (from the Secret) and, optionally, its format.
-constexpr const char* kNotifyWebhookVariable = "TRAINPOINT_NOTIFY_WEBHOOK";
-constexpr const char* kNotifyFormatVariable = "TRAINPOINT_NOTIFY_FORMAT";
+using Environment = std::function<std::optional<std::string>(const std::string&)>;
 
 enum class WebhookFormat { json, slack, teams };
 
@@ -30,11 +29,12 @@ struct Webhook {
   std::string shown() const;
 };
 
-// The webhook TRAINPOINT_NOTIFY_WEBHOOK names, in TRAINPOINT_NOTIFY_FORMAT (json, slack, teams, or auto: Slack's
-// for hooks.slack.com, Teams' for *.webhook.office.com and *.logic.azure.com, JSON otherwise); nullopt when the
-// URL is unset. Throws tp::Error (usage) for a URL that is not http(s) or an unknown format, without the URL.
-std::optional<Webhook> webhook_from_environment(
-    const std::function<std::optional<std::string>(const std::string&)>& environment);
+// The webhooks `entries` name (notify.webhooks): http(s) URLs, and "env:NAME" for the URL in the variable NAME
+// of `environment` (skipped when it is unset or empty), each in `format` (notify.format: json, slack, teams, or
+// auto: Slack's for hooks.slack.com, Teams' for *.webhook.office.com and *.logic.azure.com, JSON otherwise).
+// Throws tp::Error (usage) naming the entry, never a URL, when one is not an http(s) URL.
+std::vector<Webhook> resolve_webhooks(const std::vector<std::string>& entries, const std::string& format,
+                                      const Environment& environment);
 
 enum class JobEvent { finished, failed, stalled };
 
@@ -49,12 +49,15 @@ struct JobOutcome {
   std::string outputs;                                   // job.output
 };
 
-// "finished", "failed", "stalled".
+// "finished", "failed", "stalled": notify.on's words.
 const char* event_name(JobEvent event);
 
 // The request body in the webhook's format: {"text": ...} for Slack, an Adaptive Card message for Teams, and
 // for JSON {"event", "job", "source", "exit_code", "exit_class", "error", "metrics", "outputs", "report", "text"}.
 std::string notification_body(const JobOutcome& outcome, WebhookFormat format);
+
+// Posts the outcome to each webhook in its format; a failure is one warning each, never an exception.
+void notify(const std::vector<Webhook>& webhooks, const JobOutcome& outcome);
 
 // Posts `body`; an answer of 429, 5xx or none is retried with backoff until `within` has passed. Returns why
 // it was not delivered (naming only the webhook's host), or nullopt.
@@ -67,8 +70,8 @@ std::optional<std::string> post_notification(const Webhook& webhook, const std::
 // warning. The training thread never waits for it.
 class StallNotifier {
  public:
-  StallNotifier(Webhook webhook, JobOutcome job, std::function<int()> stalled_ranks, std::chrono::milliseconds interval,
-                std::chrono::seconds stall);
+  StallNotifier(std::vector<Webhook> webhooks, JobOutcome job, std::function<int()> stalled_ranks,
+                std::chrono::milliseconds interval, std::chrono::seconds stall);
   // Stops the watch; a post in flight is finished first (it gives up within 15 s).
   ~StallNotifier();
   StallNotifier(const StallNotifier&) = delete;

@@ -208,27 +208,46 @@ TEST_F(WatchedRun, AFinishedRunIsToldToTheWebhookOnceWithItsLastEpochsMetrics) {
   EXPECT_TRUE(receiver.rejected().empty());
 }
 
-// A permanent failure is told (Slack's format here), with the one line the log ends with; a retryable one is
-// not: the pod is restarted and the job goes on.
+// A permanent failure is told, with the one line the log ends with: before the spec loads by [notify]'s
+// defaults (the Secret's variable), after by the spec's own (Slack's format here); not when notify.on leaves
+// failures out. A retryable failure is not told: the pod is restarted and the job goes on.
 TEST_F(WatchedRun, APermanentFailureIsToldAndARetryableOneIsNot) {
-  testing::WebhookReceiver receiver("slack");
-  const std::string webhook = "TRAINPOINT_NOTIFY_WEBHOOK=" + shell_quote(receiver.url()) +
-                              " TRAINPOINT_NOTIFY_FORMAT=slack ";
+  testing::WebhookReceiver secret_hook("json");
+  const std::string webhook = "TRAINPOINT_NOTIFY_WEBHOOK=" + shell_quote(secret_hook.url()) + " ";
   const auto broken = testing::run_command(run_command(webhook, "--set train.epoch=3"));
   EXPECT_EQ(broken.exit_code, 3) << broken.output;
-  ASSERT_EQ(receiver.accepted().size(), 1u) << broken.output;
-  const std::string text = receiver.accepted()[0]["text"];
-  // The spec did not load: the job is named by its spec file.
-  EXPECT_EQ(text.rfind(":x: the job of train.toml failed (exit 3, spec error): preflight check 'spec' failed: --set "
-                       "train.epoch=3: unknown key 'train.epoch'", 0), 0u) << text;
-  EXPECT_NE(text.find("\ntrain.toml of " + repo_.string() + " at main"), std::string::npos) << text;
+  ASSERT_EQ(secret_hook.accepted().size(), 1u) << broken.output;
+  const nlohmann::json told = secret_hook.accepted()[0];
+  EXPECT_EQ(told["event"], "failed");
+  EXPECT_EQ(told["job"], "the job of train.toml") << "the spec did not load";
+  EXPECT_EQ(told["exit_class"], "spec error");
+  EXPECT_EQ(told["error"].get<std::string>().rfind("preflight check 'spec' failed: --set train.epoch=3: unknown key "
+                                                   "'train.epoch'", 0), 0u) << told;
+  // The commit is known: the repository was cloned before the spec was read.
+  std::string commit = run_checked("git -C " + shell_quote(repo_.string()) + " rev-parse main");
+  commit.pop_back();
+  EXPECT_EQ(told["source"], "train.toml of " + repo_.string() + " at " + commit);
+
+  testing::WebhookReceiver slack("slack");
+  const std::string in_spec = "--set 'notify.webhooks=[\"" + slack.url() + "\"]' --set notify.format=slack ";
+  const auto no_data = testing::run_command(run_command("", in_spec + "--set data.source=nowhere"));
+  EXPECT_EQ(no_data.exit_code, 5) << no_data.output;
+  ASSERT_EQ(slack.accepted().size(), 1u) << no_data.output;
+  const std::string text = slack.accepted()[0]["text"];
+  EXPECT_EQ(text.rfind(":x: watched failed (exit 5, ", 0), 0u) << text;
+  EXPECT_NE(text.find("data.source"), std::string::npos) << text;
+  EXPECT_EQ(no_data.output.find(testing::WebhookReceiver::kSecret), std::string::npos) << no_data.output;
+  const auto not_wanted = testing::run_command(
+      run_command("", in_spec + "--set 'notify.on=[\"finished\"]' --set data.source=nowhere"));
+  EXPECT_EQ(not_wanted.exit_code, 5) << not_wanted.output;
+  EXPECT_EQ(slack.accepted().size(), 1u) << not_wanted.output;
 
   // The first of two pods, whose partner never comes: the rendezvous times out (exit 202, retryable).
   const auto lost = testing::run_command(
       run_command(webhook + "PET_NNODES=2 PET_NODE_RANK=0 PET_NPROC_PER_NODE=2 PET_MASTER_ADDR=127.0.0.1 ",
                   "--set dist.timeout_s=2 --no-preflight"));
   EXPECT_EQ(lost.exit_code, 202) << lost.output;
-  EXPECT_EQ(receiver.accepted().size(), 1u) << lost.output;
+  EXPECT_EQ(secret_hook.accepted().size(), 1u) << lost.output;
 }
 
 }  // namespace
