@@ -18,8 +18,8 @@
 namespace tp::telemetry {
 namespace {
 
-// scheme://host[:port] of an http(s) URL, and its host alone.
-const std::regex kHttpUrl(R"(^(https?://([^/?#@]+@)?([^/?#:]+)(:[0-9]+)?)([/?#].*)?$)", std::regex::icase);
+// An http(s) URL: its scheme, user information (a secret too), host and port.
+const std::regex kHttpUrl(R"(^(https?)://([^/?#@]+@)?([^/?#:]+)(:[0-9]+)?([/?#].*)?$)", std::regex::icase);
 
 std::string host_of(const std::string& url) {
   std::smatch match;
@@ -98,7 +98,8 @@ const char* event_name(JobEvent event) {
 
 std::string Webhook::shown() const {
   std::smatch match;
-  return std::regex_match(url, match, kHttpUrl) ? match[1].str() : "the webhook";
+  return std::regex_match(url, match, kHttpUrl) ? match[1].str() + "://" + match[3].str() + match[4].str()
+                                                : "the webhook";
 }
 
 std::vector<Webhook> resolve_webhooks(const std::vector<std::string>& entries, const std::string& format,

@@ -25,7 +25,7 @@ enum class WebhookFormat { json, slack, teams };
 struct Webhook {
   std::string url;
   WebhookFormat format = WebhookFormat::json;
-  // "https://hooks.slack.com": what messages show of the URL, whose path is the secret.
+  // "https://hooks.slack.com": what messages show of the URL, without its path and any password (the secrets).
   std::string shown() const;
 };
 

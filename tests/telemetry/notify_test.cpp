@@ -54,6 +54,8 @@ TEST(Notify, WebhooksComeFromTheSpecOrTheEnvironmentAndTheFormatFollowsTheHostUn
   EXPECT_EQ(from_secret[0].format, WebhookFormat::slack);
   // What messages show of it: the scheme and host, not the path that is the secret.
   EXPECT_EQ(from_secret[0].shown(), "https://hooks.slack.com");
+  // Nor a password in the URL.
+  EXPECT_EQ(resolved("http://bot:pa55word@alerts.internal:8080/hook")[0].shown(), "http://alerts.internal:8080");
   EXPECT_EQ(resolved("https://agency.webhook.office.com/webhookb2/x")[0].format, WebhookFormat::teams);
   EXPECT_EQ(resolved("https://prod-12.westeurope.logic.azure.com:443/workflows/x")[0].format, WebhookFormat::teams);
   EXPECT_EQ(resolved("http://alerts.internal:8080/hook")[0].format, WebhookFormat::json);
