@@ -86,10 +86,23 @@ PodState pod_state(const nlohmann::json& pod) {
   state.node_rank = (type == "master" ? 0 : 1) + (index.empty() ? 0 : std::stoi(index));
   state.phase = text(pod, "/status/phase");
   state.deleting = pod["metadata"].contains("deletionTimestamp");
-  if (!pod.contains("status") || !pod["status"].contains("containerStatuses")) return state;
+  if (!pod.contains("status")) return state;
+  for (const nlohmann::json& condition : pod["status"].value("conditions", nlohmann::json::array())) {
+    if (condition.value("type", "") == "PodScheduled" && condition.value("status", "") == "False") {
+      state.waiting = condition.value("reason", "") + ": " + condition.value("message", "");
+    }
+  }
+  if (!pod["status"].contains("containerStatuses")) return state;
   for (const nlohmann::json& container : pod["status"]["containerStatuses"]) {
     if (container.value("name", "") != kContainer) continue;
     state.restarts = container.value("restartCount", 0);
+    if (container.contains("state") && container["state"].contains("waiting")) {
+      const nlohmann::json& waiting = container["state"]["waiting"];
+      const std::string message = waiting.value("message", "");
+      if (waiting.value("reason", "") != "ContainerCreating") {
+        state.waiting = waiting.value("reason", "") + (message.empty() ? "" : ": " + message);
+      }
+    }
     for (const char* which : {"lastState", "state"}) {
       if (container.contains(which) && container[which].contains("terminated")) {
         state.exit_code = container[which]["terminated"].value("exitCode", 0);
@@ -243,6 +256,7 @@ std::string describe(const JobState& job) {
     out += fmt::format("  rank {} pod {}: {}{}", pod.node_rank, pod.name, pod.deleting ? "Terminating" : pod.phase,
                        pod.restarts > 0 ? fmt::format(", {} restart(s)", pod.restarts) : "");
     if (pod.exit_code) out += ", last " + exit_meaning(*pod.exit_code, pod.reason);
+    if (!pod.waiting.empty()) out += " (" + pod.waiting + ")";
     out += "\n";
   }
   for (const Event& event : job.events) {

@@ -64,6 +64,9 @@ struct PodState {
   int restarts = 0;
   std::optional<int> exit_code;  // the container's last exit
   std::string reason;            // Completed, Error, OOMKilled...
+  // Why a pod does not run yet: the scheduler's (Unschedulable: "0/3 nodes are available: ...") or the
+  // container's (ErrImagePull, ImagePullBackOff...), with its message.
+  std::string waiting;
   bool deleting = false;
 };
 

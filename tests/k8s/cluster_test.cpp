@@ -366,6 +366,21 @@ TEST(Cluster, AQueuedJobWaitsSuspendedThenItsPodsRunWhereThePlacementSays) {
   EXPECT_TRUE(object_exists("queued/model.pt"));
 }
 
+// A pod that no node can take says why in status: the scheduler's own reason.
+TEST(Cluster, APodNoNodeTakesSaysWhyInStatus) {
+  const auto submitted = trainpoint(submit_words("nowhere", "train.toml", 1) +
+                                    " --set k8s.node_selector.nvidia.com/gpu.product=NVIDIA-H200");
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  std::string status;
+  EXPECT_TRUE(wait_until([&] {
+    status = trainpoint("status nowhere").output;
+    return status.find("didn't match Pod's node affinity/selector") != std::string::npos;
+  }, std::chrono::seconds(60))) << status;
+  EXPECT_NE(status.find("rank 0 pod nowhere-master-0: Pending (Unschedulable: 0/1 nodes are available"),
+            std::string::npos) << status;
+  EXPECT_EQ(trainpoint("cancel nowhere").exit_code, 0);
+}
+
 TEST(Cluster, AQuotaRefusalIsOneLineWithTheServersReason) {
   const fs::path quota_team = shared->cluster.add_namespace("team-quota");
   run_checked(shared->cluster.kubectl("-n team-quota create quota jobs --hard=count/pytorchjobs.kubeflow.org=0 2>&1"));
