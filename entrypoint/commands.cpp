@@ -9,13 +9,13 @@
 #endif
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 
 #include "cluster_commands.h"
+#include "notifications.h"
 #include "command/onnx_export.h"
 #include "command/prepare.h"
 #include "command/program.h"
@@ -44,9 +44,7 @@
 #include "storage/pack.h"
 #include "storage/predictions.h"
 #include "storage/run_identity.h"
-#include "telemetry/notify.h"
 #include "train/lr_find.h"
-#include "train/metrics.h"
 #include "train/predict.h"
 #include "train/trainer.h"
 
@@ -244,42 +242,15 @@ void announce_preflight_failure(const std::optional<spec::LoadedSpec>& loaded, c
   dist::announce_failure(group, error.code(), error.what(), silent_ranks);
 }
 
-// What a notification says of the run (telemetry/notify.h): what it trains, then, once the spec has loaded
-// (also when its preflight fails), the job, its outputs and [notify].
-struct RunDescription {
-  telemetry::JobOutcome outcome;
-  std::optional<fs::path> output_dir;  // where metrics.jsonl is written, when this process can see it
-  spec::NotifySpec notify = spec::defaults().notify;  // the spec's, once loaded
-};
-
-// What a notification says the job trains: "train.toml of REPO at COMMIT" (the ref until it is resolved).
-std::string trained_source(const cli::Options& options, const std::string& commit) {
-  return fmt::format("{} of {} at {}", options.spec, redacted_url(options.repo), commit.empty() ? options.ref : commit);
-}
-
-void describe_run(const cli::Options& options, const std::optional<SpecSource>& located,
-                  const std::optional<spec::LoadedSpec>& loaded, RunDescription& described) {
-  described.outcome.source = trained_source(options, located ? located->commit : "");
-  if (!loaded) return;
-  const spec::Spec& spec = loaded->spec;
-  described.outcome.job = spec.job.name;
-  described.outcome.outputs = spec.job.output;
-  described.notify = spec.notify;
-  try {
-    if (spec.job.command.empty()) described.output_dir = storage::OutputLocation(spec, options.workdir).local_dir();
-  } catch (const Error&) {
-    // S3 settings that do not resolve: the run's own checks say so; the notification has no metrics
-  }
-}
-
 // The spec located and loaded, after the pod's preflight when it runs one: once per pod, so workers that the
 // node launched find its checks done.
-std::pair<SpecSource, spec::LoadedSpec> checked_spec(const cli::Options& options, RunDescription& described) {
+std::pair<SpecSource, spec::LoadedSpec> checked_spec(const cli::Options& options,
+                                                     notifications::RunDescription& described) {
   std::optional<SpecSource> located;
   std::optional<spec::LoadedSpec> loaded;
   if (options.preflight && std::getenv(kPreparedCheckout) == nullptr) {
     const preflight::Report report = run_preflight(options, located, loaded, /*check_resume=*/false);
-    describe_run(options, located, loaded, described);
+    notifications::describe_run(options, located ? located->commit : "", loaded ? &*loaded : nullptr, described);
     try {
       preflight::throw_first_failure(report);
     } catch (const Error& error) {
@@ -290,7 +261,7 @@ std::pair<SpecSource, spec::LoadedSpec> checked_spec(const cli::Options& options
   } else {
     located = locate_spec(options);
     loaded = load_spec(options, *located);
-    describe_run(options, located, loaded, described);
+    notifications::describe_run(options, located ? located->commit : "", loaded ? &*loaded : nullptr, described);
   }
   return {std::move(*located), std::move(*loaded)};
 }
@@ -350,26 +321,6 @@ std::unique_ptr<dist::Communicator> join_ranks(const dist::ProcessGroupOptions& 
   return dist::connect(group);
 }
 
-// The webhooks [notify] names that hear of `event`. Throws tp::Error (usage) for a malformed one.
-std::vector<telemetry::Webhook> webhooks_for(const spec::NotifySpec& notify, telemetry::JobEvent event) {
-  if (std::find(notify.on.begin(), notify.on.end(), telemetry::event_name(event)) == notify.on.end()) return {};
-  return telemetry::resolve_webhooks(notify.webhooks, notify.format, dist::process_environment);
-}
-
-// Rank 0's watch over stalled ranks, told to the webhooks of [notify], if any (telemetry/notify.h).
-std::unique_ptr<telemetry::StallNotifier> watch_stalls(const cli::Options& options, const SpecSource& source,
-                                                       const spec::Spec& spec, dist::Communicator& communicator) {
-  std::vector<telemetry::Webhook> webhooks = webhooks_for(spec.notify, telemetry::JobEvent::stalled);
-  if (webhooks.empty()) return nullptr;
-  telemetry::JobOutcome job;
-  job.job = spec.job.name;
-  job.source = trained_source(options, source.commit);
-  job.outputs = spec.job.output;
-  return std::make_unique<telemetry::StallNotifier>(
-      std::move(webhooks), std::move(job), [&communicator] { return communicator.stalled_ranks(); },
-      std::chrono::seconds(spec.dist.heartbeat_s), std::chrono::seconds(spec.dist.stall_s));
-}
-
 // One rank of the built-in engine: its output, data and model, the rendezvous, then lr_find or training.
 int train_rank(const cli::Options& options, const SpecSource& source, const spec::LoadedSpec& loaded,
                const dist::Topology& topology, const dist::DevicePlan& plan) {
@@ -407,7 +358,9 @@ int train_rank(const cli::Options& options, const SpecSource& source, const spec
   model::set_compute_threads(std::max(1, usable_cores() / topology.nproc_per_node));
   const std::unique_ptr<dist::Communicator> communicator = join_ranks(group);
   const std::unique_ptr<telemetry::StallNotifier> stall_watch =
-      rank == 0 && group.world_size > 1 ? watch_stalls(options, source, spec, *communicator) : nullptr;
+      rank == 0 && group.world_size > 1
+          ? notifications::watch_stalls(options, source.commit, spec, [&] { return communicator->stalled_ranks(); })
+          : nullptr;
   const train::FitEnvironment environment = fit_environment(plan, output, identity, topology, rank);
   if (spec.train.lr_find) {
     train::find_learning_rate(model, data, spec, *communicator, output.local_dir(), environment);
@@ -430,13 +383,12 @@ int train_rank(const cli::Options& options, const SpecSource& source, const spec
 }
 
 
-int run(const cli::Options& options, RunDescription& described) {
-  described.outcome.job = "the job of " + options.spec;  // until the spec has loaded
-  described.outcome.source = trained_source(options, "");
+int run(const cli::Options& options, notifications::RunDescription& described) {
+  notifications::describe_run(options, "", nullptr, described);
   const auto [source, loaded] = checked_spec(options, described);
   const spec::Spec& spec = loaded.spec;
   for (const auto event : {telemetry::JobEvent::finished, telemetry::JobEvent::failed}) {
-    webhooks_for(spec.notify, event);  // a malformed webhook is a usage error now, not at the end
+    notifications::webhooks_for(spec.notify, event);  // a malformed webhook is a usage error now, not at the end
   }
   const int devices = visible_gpus();
   const dist::Topology topology =
@@ -656,59 +608,6 @@ bool speaks_for_job() {
   }
 }
 
-// An epoch's metrics as metrics.jsonl names them, those the run reported (a regression has no accuracy).
-std::vector<std::pair<std::string, double>> reported_metrics(const train::EpochMetrics& epoch) {
-  std::vector<std::pair<std::string, double>> reported{{"epoch", static_cast<double>(epoch.epoch)}};
-  for (const auto& [name, value] : {std::pair{"train_loss", epoch.train_loss}, {"valid_loss", epoch.valid_loss},
-                                    {"accuracy", epoch.valid_accuracy}, {"error_rate", epoch.error_rate},
-                                    {"top_k_accuracy", epoch.top_k_accuracy}, {"mae", epoch.mae}, {"mse", epoch.mse}}) {
-    if (!std::isnan(value)) reported.emplace_back(name, value);
-  }
-  return reported;
-}
-
-// `run`, then, from the pod of rank 0, its end told to the webhooks of [notify] (telemetry/notify.h): a finished
-// run with its last epoch's metrics, or a failure of the permanent class (a retryable one restarts the pod).
-// Before the spec has loaded, [notify]'s defaults hold (the webhook of the pod's Secret).
-int run_and_notify(const cli::Options& options) {
-  RunDescription described;
-  if (!speaks_for_job()) return run(options, described);
-  telemetry::JobOutcome& outcome = described.outcome;
-  const auto tell = [&] {
-    try {
-      telemetry::notify(webhooks_for(described.notify, outcome.event), outcome);
-    } catch (const Error&) {
-      // a malformed webhook: the run has already failed saying so
-    }
-  };
-  const auto failed = [&](ExitCode code, std::string_view message) {
-    if (is_retryable(code)) return;
-    outcome.event = telemetry::JobEvent::failed;
-    outcome.exit_code = static_cast<int>(code);
-    outcome.exit_class = std::string(exit_class_name(code));
-    outcome.error = std::string(message);
-    tell();
-  };
-  int code = 0;
-  try {
-    code = run(options, described);
-  } catch (const Error& error) {
-    failed(error.code(), error.message());
-    throw;
-  }
-  if (code != 0) {  // a node's launcher returns its workers' exit, which they logged
-    failed(static_cast<ExitCode>(code), fmt::format("a worker exited with code {} (its log says why)", code));
-    return code;
-  }
-  outcome.event = telemetry::JobEvent::finished;
-  if (described.output_dir) {
-    const std::vector<train::EpochMetrics> epochs = train::read_epoch_metrics(*described.output_dir);
-    if (!epochs.empty()) outcome.metrics = reported_metrics(epochs.back());
-  }
-  tell();
-  return 0;
-}
-
 }  // namespace
 
 int execute(const cli::Options& options) {
@@ -721,7 +620,9 @@ int execute(const cli::Options& options) {
     case cli::Command::pack: return pack_command(options.pack);
     case cli::Command::predict: return predict_command(options.predict);
     case cli::Command::export_model: return export_command(options.export_model);
-    case cli::Command::run: return run_and_notify(options);
+    case cli::Command::run:
+      return notifications::run_and_notify(options, speaks_for_job(),
+                                           [&](notifications::RunDescription& described) { return run(options, described); });
     case cli::Command::preflight: return preflight_command(options);
     case cli::Command::render_job: return render_job(options);
     case cli::Command::submit: return submit(options);
