@@ -382,14 +382,12 @@ int train_rank(const cli::Options& options, const SpecSource& source, const spec
   return 0;
 }
 
-
 int run(const cli::Options& options, notifications::RunDescription& described) {
   notifications::describe_run(options, "", nullptr, described);
   const auto [source, loaded] = checked_spec(options, described);
   const spec::Spec& spec = loaded.spec;
-  for (const auto event : {telemetry::JobEvent::finished, telemetry::JobEvent::failed}) {
-    notifications::webhooks_for(spec.notify, event);  // a malformed webhook is a usage error now, not at the end
-  }
+  // A malformed webhook is a usage error now, not at the end.
+  telemetry::resolve_webhooks(spec.notify.webhooks, spec.notify.format, dist::process_environment);
   const int devices = visible_gpus();
   const dist::Topology topology =
       dist::read_topology(dist::process_environment, static_cast<int>(spec.dist.nproc_per_node), devices);

@@ -154,8 +154,9 @@ JobState state_of(const nlohmann::json& job, Kind kind) {
   if (job.contains(queue) && job.at(queue).is_string()) state.queue = job.at(queue).get<std::string>();
   const nlohmann::json::json_pointer suspend(kind == Kind::pytorchjob ? "/spec/runPolicy/suspend" : "/spec/suspend");
   state.suspended = job.contains(suspend) && job.at(suspend).is_boolean() && job.at(suspend).get<bool>();
-  const nlohmann::json::json_pointer output("/metadata/annotations/trainpoint.io~1output");  // kOutputAnnotation
-  if (job.contains(output) && job.at(output).is_string()) state.output = job.at(output).get<std::string>();
+  state.output = job.value("metadata", nlohmann::json::object())
+                     .value("annotations", nlohmann::json::object())
+                     .value(kOutputAnnotation, "");
   return state;
 }
 
