@@ -336,7 +336,7 @@ void add_cluster_options(cxxopts::Options& parser, std::vector<std::string>& gro
   if (command != Command::logs) return;
   parser.add_options("cluster")
       ("rank", "the node rank whose pod's log is shown (0: the master)", cxxopts::value<int>()->default_value("0"), "N")
-      ("f,follow", "keep printing as the log grows, until the container ends")
+      ("f,follow", "wait for the pod to start, then keep printing as the log grows, until the container ends")
       ("previous", "the log of the container's run before its last restart");
 }
 

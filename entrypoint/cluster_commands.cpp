@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <iostream>
+#include <thread>
 
 #include "common/error.h"
 #include "k8s/api.h"
@@ -31,6 +33,35 @@ k8s::JobState existing_job(k8s::Api& api, const std::string& name) {
          api.connection().name_space, name);
   }
   return *job;
+}
+
+bool ended(const k8s::JobState& job) { return job.phase == "Succeeded" || job.phase == "Failed"; }
+
+// Why the pod of `rank` cannot be followed yet, or "" when its container has started (or never will: the job
+// ended). A TrainJob's pods are not read (k8s/jobs.h): nothing to wait for.
+std::string not_started(const k8s::JobState& job, int rank) {
+  if (job.kind != k8s::Kind::pytorchjob || ended(job)) return "";
+  if (job.suspended) return job.name + " is suspended" + (job.queue.empty() ? "" : " in Kueue's queue " + job.queue);
+  for (const k8s::PodState& pod : job.pods) {
+    if (pod.node_rank != rank) continue;
+    if (pod.phase != "Pending") return "";
+    return "pod " + pod.name + " is Pending" + (pod.waiting.empty() ? "" : " (" + pod.waiting + ")");
+  }
+  return job.name + " has no pod of node rank " + std::to_string(rank) + " yet";
+}
+
+// `logs --follow` right after submit: the pod to follow, once its container has started. Waits as long as the
+// job lives, saying each new reason once; what kubectl logs -f would refuse at once.
+k8s::PodState pod_to_follow(k8s::Api& api, const std::string& name, int rank) {
+  std::string said;
+  for (;;) {
+    const k8s::JobState job = existing_job(api, name);
+    const std::string reason = not_started(job, rank);
+    if (reason.empty()) return k8s::pod_of_rank(job, rank);
+    if (reason != said) spdlog::info("waiting: {}", reason);
+    said = reason;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
 }
 
 }  // namespace
@@ -69,8 +100,9 @@ int status(const cli::ClusterOptions& options) {
 
 int logs(const cli::ClusterOptions& options) {
   k8s::Api api(connection_for(options, ""));
-  const k8s::JobState job = existing_job(api, job_or_newest(api, options));
-  const k8s::PodState& pod = k8s::pod_of_rank(job, options.rank);
+  const std::string name = job_or_newest(api, options);
+  const k8s::PodState pod =
+      options.follow ? pod_to_follow(api, name, options.rank) : k8s::pod_of_rank(existing_job(api, name), options.rank);
   k8s::pod_log(api, pod.name, options.follow, options.previous, [](std::string_view text) {
     std::cout.write(text.data(), static_cast<std::streamsize>(text.size()));
     std::cout.flush();

@@ -152,6 +152,11 @@ TEST(Cluster, ATwoPodJobTrainsToSucceededWithItsModelInMinIO) {
   const auto submitted = trainpoint(submit_words("two-pods"));
   ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
   EXPECT_NE(submitted.output.find("created PyTorchJob team-a/two-pods"), std::string::npos) << submitted.output;
+  // Followed at once, as a user types it after submit (the pods not created or still Pending): it waits for the
+  // master's pod, then prints its whole run.
+  const auto followed = trainpoint("logs two-pods --follow");
+  EXPECT_EQ(followed.exit_code, 0) << followed.output;
+  EXPECT_NE(followed.output.find("epoch 2/2: train_loss "), std::string::npos) << followed.output;
 
   const std::string status = wait_for_phase("two-pods", "Succeeded");
   EXPECT_NE(status.find("rank 0 pod two-pods-master-0: Succeeded, last exit 0 (ok: done)"), std::string::npos)

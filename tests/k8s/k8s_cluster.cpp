@@ -188,7 +188,7 @@ void KubernetesCluster::install_operator() {
   const std::string certs = "/tmp/k8s-webhook-server/serving-certs";
   const std::string operator_command =
       "mkdir -p " + certs + " && mount --bind " + shell_quote(dir + "/webhook-certs") + " " + certs +
-      " && MY_POD_NAMESPACE=kubeflow exec " + shell_quote(tool(bin_, "training-operator").string()) +
+      " && TMPDIR=/tmp MY_POD_NAMESPACE=kubeflow exec " + shell_quote(tool(bin_, "training-operator").string()) +
       " --kubeconfig=" + admin_kubeconfig().string() +
       " --enable-scheme=pytorchjob --metrics-bind-address=0 --health-probe-bind-address=0 --webhook-server-port=" +
       std::to_string(free_port());

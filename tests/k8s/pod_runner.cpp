@@ -296,7 +296,9 @@ void PodRunner::start(const nlohmann::json& pod) {
 
   process->hosts = pod_dir / "hosts";
   write_text(process->hosts, hosts_file(process->name, process->name_space));
-  std::string mounts = "mount --bind " + shell_quote((pod_dir / "hosts").string()) + " /etc/hosts";
+  // The pod's own name as its host name (its own UTS namespace), in its /etc/hosts, as a kubelet gives it.
+  std::string mounts = "hostname " + shell_quote(process->name) + " && mount --bind " +
+                       shell_quote((pod_dir / "hosts").string()) + " /etc/hosts";
   std::map<std::string, fs::path> volumes;
   for (const nlohmann::json& volume : pod["spec"].value("volumes", nlohmann::json::array())) {
     if (volume.contains("hostPath")) volumes[volume["name"]] = volume["hostPath"]["path"].get<std::string>();
@@ -312,7 +314,7 @@ void PodRunner::start(const nlohmann::json& pod) {
     mounts += " && mount --bind " + shell_quote(found->second.string()) + " " + shell_quote(mount["mountPath"]);
   }
 
-  std::vector<std::string> words{"unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", mounts + " && exec \"$@\"",
+  std::vector<std::string> words{"unshare", "--mount", "--uts", "--propagation", "private", "/bin/sh", "-c", mounts + " && exec \"$@\"",
                                  "sh"};
   std::vector<std::string> command = container.value("command", std::vector<std::string>{"trainpoint"});
   if (!command.empty() && command[0] == "trainpoint") command[0] = trainpoint_binary();

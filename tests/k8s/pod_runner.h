@@ -1,15 +1,14 @@
-// A kubelet for the tests' kwok node (k8s/k8s_cluster.h): kwok keeps the node Ready and runs nothing, so this
-// runs each pod the scheduler binds to the node as a local process, from the pod spec as the operator wrote it:
-// the container's args after the trainpoint binary under test (the image's entrypoint), its env with
-// $(VAR) references, fieldRefs, secretKeyRefs and envFrom resolved, its emptyDir and hostPath volumes
-// bind-mounted at their mount paths, and the namespace's services resolving to 127.0.0.1 through the pod's own
-// /etc/hosts, kept current as services come and go (each pod in a private mount namespace: `unshare --mount`, so
-// the tests run as root). Pods share the loopback: two pods of a test may not listen on one port. A pod with
-// init containers (the operator's wait for the master's name) starts once MASTER_ADDR's service exists. The
-// process's state goes back to the pod's status (Running, then Succeeded or Failed with the container's exit
-// code), so the operator sees what a kubelet would report; a pod being deleted gets SIGTERM, SIGKILL after its
-// grace period, and is then removed. Pod logs are served on the node's kubelet port (HTTPS, /containerLogs),
-// where the API server's pods/log reads them.
+// A kubelet for the tests' kwok node (k8s/k8s_cluster.h): kwok keeps the node Ready and runs nothing, so this runs each
+// pod the scheduler binds to the node as a local process, from the pod spec as the operator wrote it: the container's
+// args after the trainpoint binary under test (the image's entrypoint), its env with $(VAR) references, fieldRefs,
+// secretKeyRefs and envFrom resolved, its emptyDir and hostPath volumes bind-mounted at their mount paths, and the
+// namespace's services resolving to 127.0.0.1 through the pod's own /etc/hosts, kept current as services come and go
+// (each pod in a private mount namespace: `unshare --mount`, so the tests run as root; its own host name, the pod's, in
+// a UTS namespace). Pods share the loopback: two pods of a test may not listen on one port. A pod with init containers
+// (the operator's wait for the master's name) starts once MASTER_ADDR's service exists. The process's state goes back
+// to the pod's status (Running, then Succeeded or Failed with the container's exit code), so the operator sees what a
+// kubelet would report; a pod being deleted gets SIGTERM, SIGKILL after its grace period, and is then removed. Pod logs
+// are served on the node's kubelet port (HTTPS, /containerLogs), where the API server's pods/log reads them.
 #pragma once
 
 #include <sys/types.h>
