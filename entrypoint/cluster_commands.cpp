@@ -38,7 +38,7 @@ k8s::JobState existing_job(k8s::Api& api, const std::string& name) {
 bool ended(const k8s::JobState& job) { return job.phase == "Succeeded" || job.phase == "Failed"; }
 
 // Why the pod of `rank` cannot be followed yet, or "" when its container has started (or never will: the job
-// ended). A TrainJob's pods are not read (k8s/jobs.h): nothing to wait for.
+// ended, or it has no such rank). A TrainJob's pods are not read (k8s/jobs.h): nothing to wait for.
 std::string not_started(const k8s::JobState& job, int rank) {
   if (job.kind != k8s::Kind::pytorchjob || ended(job)) return "";
   if (job.suspended) return job.name + " is suspended" + (job.queue.empty() ? "" : " in Kueue's queue " + job.queue);
@@ -47,7 +47,8 @@ std::string not_started(const k8s::JobState& job, int rank) {
     if (pod.phase != "Pending") return "";
     return "pod " + pod.name + " is Pending" + (pod.waiting.empty() ? "" : " (" + pod.waiting + ")");
   }
-  return job.name + " has no pod of node rank " + std::to_string(rank) + " yet";
+  // No pods yet: the operator has not made them. Pods but none of that rank: pod_of_rank names the ranks there are.
+  return job.pods.empty() ? job.name + " has no pods yet" : "";
 }
 
 // `logs --follow` right after submit: the pod to follow, once its container has started. Waits as long as the

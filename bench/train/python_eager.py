@@ -12,10 +12,12 @@ device, precision, channels_last and ddp tell the runs apart (scripts/gpu-check'
 CPU autocast has bf16 only).
 --ddp: the model in DistributedDataParallel at world size 1 (NCCL on cuda, Gloo on cpu), engine "python DDP".
 --warmup: untimed steps first (5).
+--compile: the model through torch.compile (inductor; its compilation happens in the warm-up steps), engine
+"python torch.compile": what a user who tunes would pick.
 The line also gives host_ms_per_step: the milliseconds per step the host spent in forward and backward and in
 the optimizer step (queueing the GPU's work; set beside tp-train-bench's host and GPU times).
 usage: python_eager.py ARCH BATCH SIZE CHANNELS STEPS THREADS [--channels-last] [--device cpu|cuda]
-       [--precision fp32|bf16|fp16] [--ddp] [--warmup N]"""
+       [--precision fp32|bf16|fp16] [--ddp] [--warmup N] [--compile]"""
 import argparse
 import contextlib
 import json
@@ -59,6 +61,7 @@ def parse_args():
     parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
     parser.add_argument("--ddp", action="store_true")
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--compile", action="store_true")
     return parser.parse_args()
 
 
@@ -77,6 +80,8 @@ def join_single_process_group(device):
 def engine_name(args):
     if args.ddp:
         return "python DDP"
+    if args.compile:
+        return "python torch.compile"
     return "python eager, tuned" if args.channels_last and args.device is None else "python eager"
 
 
@@ -101,6 +106,8 @@ def main():
     if args.channels_last:
         model = model.to(memory_format=torch.channels_last)
         inputs = inputs.contiguous(memory_format=torch.channels_last)
+    if args.compile:
+        model = torch.compile(model)
     if args.ddp:
         join_single_process_group(device)
         model = nn.parallel.DistributedDataParallel(model, device_ids=[0] if device == "cuda" else None)
@@ -149,7 +156,7 @@ def main():
     images = args.batch * args.steps
     print(json.dumps({"engine": engine_name(args),
                       "config": f"{args.arch} batch {args.batch}, {args.channels}x{args.size}x{args.size}",
-                      "images_per_s": round(images / seconds, 1), "images_per_cpu_s": round(images / cpu, 1),
+                      "images_per_s": round(images / seconds, 2), "images_per_cpu_s": round(images / cpu, 2),
                       "device": device, "precision": args.precision, "channels_last": args.channels_last,
                       "ddp": args.ddp,
                       "host_ms_per_step": {part: 1000 * value / args.steps for part, value in host_seconds.items()}}))

@@ -11,7 +11,8 @@
 // forward and backward and in the optimizer: a step whose host time exceeds its GPU time is bound by the
 // host's kernel launches.
 // usage: tp-train-bench ARCH BATCH SIZE CHANNELS STEPS THREADS [--device cpu|cuda] [--precision fp32|bf16|fp16]
-//                       [--step-timer events|synchronize] [--sgd foreach|loop]
+//                       [--step-timer events|synchronize] [--sgd foreach|loop] [--channels-last auto|true|false]
+//                       [--warmup STEPS (5)]
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -49,7 +50,8 @@ void wait_for(c10::Device device) {
 // --name value pairs after the positional arguments.
 std::map<std::string, std::string> options(int argc, char** argv, int first) {
   std::map<std::string, std::string> values{
-      {"--device", "cpu"}, {"--precision", "fp32"}, {"--step-timer", "events"}, {"--sgd", "foreach"}};
+      {"--device", "cpu"}, {"--precision", "fp32"}, {"--step-timer", "events"}, {"--sgd", "foreach"},
+      {"--channels-last", "auto"}, {"--warmup", "5"}};
   for (int i = first; i + 1 < argc; i += 2) {
     if (!values.count(argv[i])) {
       std::fprintf(stderr, "tp-train-bench: unknown option %s\n", argv[i]);
@@ -65,7 +67,8 @@ std::map<std::string, std::string> options(int argc, char** argv, int first) {
 int main(int argc, char** argv) {
   if (argc < 7 || (argc - 7) % 2 != 0) {
     std::fprintf(stderr, "usage: tp-train-bench ARCH BATCH SIZE CHANNELS STEPS THREADS [--device cpu|cuda] "
-                         "[--precision fp32|bf16|fp16] [--step-timer events|synchronize] [--sgd foreach|loop]\n");
+                         "[--precision fp32|bf16|fp16] [--step-timer events|synchronize] [--sgd foreach|loop] "
+                         "[--channels-last auto|true|false] [--warmup STEPS]\n");
     return 2;
   }
   const std::string arch = argv[1];
@@ -80,7 +83,8 @@ int main(int argc, char** argv) {
 
   tp::spec::Spec spec = tp::spec::load_string("[data]\nsource = \"unused\"\n[model]\narch = \"" + arch +
                                                   "\"\n[train]\noptimizer = \"sgd\"\nlr = 0.01\nmomentum = 0.9\n"
-                                                  "weight_decay = 0.0\nprecision = \"" + option["--precision"] + "\"\n",
+                                                  "weight_decay = 0.0\nprecision = \"" + option["--precision"] +
+                                                  "\"\nchannels_last = \"" + option["--channels-last"] + "\"\n",
                                               {}, "tp-train-bench")
                              .spec;
   tp::data::Schema schema;
@@ -137,7 +141,8 @@ int main(int argc, char** argv) {
   };
   timer.start();
   if (gpu_timer) gpu_timer->start();
-  for (int i = 0; i < 5; ++i) step();  // warm-up: the TorchScript executor's profiling runs, cuDNN's search
+  // Warm-up: the allocator's first allocations, cuDNN's algorithm search.
+  for (int i = 0; i < std::stoi(option["--warmup"]); ++i) step();
   read_losses();
   wait_for(device);
   host_parts = gpu_parts = {};

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The ResNets fastai users train, on the CPU (issue 47): trainpoint's training step (tp-train-bench, as the
+# trainer runs it: channels_last by default) on each LibTorch a trainpoint image ships, against Python PyTorch
+# 2.11 (bench/baseline-python) eager as a user writes it (NCHW), eager with channels_last ("tuned"), and
+# torch.compile (reported, not a goal). One thread per engine; images per CPU-second; the engines alternate
+# within each repeat; medians over the repeats (torch.compile runs once per configuration after them: its
+# compilation is minutes). Prints each run as a JSON line and a Markdown table of medians with ratios.
+# usage: bench/train/resnet.sh [REPEATS (5)] [BUILD_DIR...]
+#   BUILD_DIRs hold bench/train/tp-train-bench (default: build, Debian's LibTorch 1.13 as the cpu image has it,
+#   and build-bench-wheel, the wheel's 2.11 as the gpu image has it: scripts/configure-torch-wheel PYTHON
+#   build-bench-wheel -DTRAINPOINT_BUILD_TESTS=OFF -DTRAINPOINT_BUILD_BENCH=ON, then its tp-train-bench target).
+# RESNET_CONFIGS overrides the configurations: "ARCH BATCH SIZE STEPS WARMUP PRECISION;..."
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+repeats="${1:-5}"
+shift || true
+builds=("$@")
+[ ${#builds[@]} -gt 0 ] || builds=("$root/build" "$root/build-bench-wheel")
+python=$("$root/bench/baseline-python")
+IFS=';' read -r -a configs <<< "${RESNET_CONFIGS:-resnet18 16 224 3 1 fp32;resnet34 16 224 2 1 fp32;resnet50 16 224 2 1 fp32;resnet50 16 224 2 1 bf16;resnet18 32 64 8 2 fp32;resnet18 32 64 8 2 bf16;resnet34 32 64 6 2 fp32;resnet50 32 64 4 2 fp32}"
+results="$(mktemp /tmp/tp-bench-resnet.XXXXXX.jsonl)"
+echo "python: torch $("$python" -c 'import torch; print(torch.__version__)'); load average $(cut -d' ' -f1-3 /proc/loadavg); results in $results"
+
+# One JSON line tagged with the engine's name as the table shows it.
+tagged() {
+  local engine="$1"
+  shift
+  "$@" 2>/dev/null | tail -n 1 | python3 -c 'import json, sys
+line = json.load(sys.stdin); line["engine"] = sys.argv[1]; print(json.dumps(line))' "$engine" | tee -a "$results"
+}
+
+libtorch_of() {
+  sed -n 's/^set(PACKAGE_VERSION "\(.*\)")/\1/p' "$(grep -m1 '^Torch_DIR:' "$1/CMakeCache.txt" | cut -d= -f2)/TorchConfigVersion.cmake"
+}
+
+for config in "${configs[@]}"; do
+  read -r arch batch size steps warmup precision <<< "$config"
+  for _ in $(seq "$repeats"); do
+    for build in "${builds[@]}"; do
+      tagged "trainpoint (LibTorch $(libtorch_of "$build"))" "$build/bench/train/tp-train-bench" "$arch" "$batch" \
+        "$size" 3 "$steps" 1 --precision "$precision" --warmup "$warmup"
+    done
+    tagged "python eager" "$python" "$root/bench/train/python_eager.py" "$arch" "$batch" "$size" 3 "$steps" 1 \
+      --precision "$precision" --warmup "$warmup"
+    tagged "python eager, channels_last" "$python" "$root/bench/train/python_eager.py" "$arch" "$batch" "$size" 3 \
+      "$steps" 1 --precision "$precision" --warmup "$warmup" --channels-last
+  done
+  tagged "python torch.compile (1 run)" "$python" "$root/bench/train/python_eager.py" "$arch" "$batch" "$size" 3 \
+    "$steps" 1 --precision "$precision" --warmup 2 --compile
+done
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$results" <<'PY'
+import json, statistics, sys
+runs = [json.loads(line) for line in open(sys.argv[1])]
+print("\n| model, batch, input, precision | engine | images per CPU-second (median) | runs | trainpoint's best / this |")
+print("|---|---|---:|---:|---:|")
+for config in dict.fromkeys((r["config"], r["precision"]) for r in runs):
+    medians = {}
+    for engine in dict.fromkeys(r["engine"] for r in runs):
+        mine = [r["images_per_cpu_s"] for r in runs if (r["config"], r["precision"]) == config and r["engine"] == engine]
+        if mine:
+            medians[engine] = (statistics.median(mine), len(mine))
+    ours = max(value for engine, (value, _) in medians.items() if engine.startswith("trainpoint"))
+    for engine, (value, count) in medians.items():
+        ratio = "" if engine.startswith("trainpoint") else f"{ours / value:.2f}x"
+        print(f"| {config[0]}, {config[1]} | {engine} | {value:.2f} | {count} | {ratio} |")
+PY
