@@ -414,7 +414,8 @@ std::vector<Setting> checkpoint_settings() {
           .range(0, 100000000)
           .doc("Also write a checkpoint every N optimizer steps within an epoch, the same exact-resume "
                "checkpoint a stopped pod writes: a pod killed without notice (kill -9, a lost node) loses at most "
-               "N steps. 0: off."),
+               "N steps (and those taken while the newest is written: the step copies the state in memory, a "
+               "thread writes and uploads it). 0: off."),
       Declare("checkpoint.every_minutes", &Spec::checkpoint, &CheckpointSpec::every_minutes).fallback(0)
           .range(0, 100000)
           .doc("Also write a checkpoint within an epoch once N minutes have passed since the last one (rank 0's "

@@ -5,7 +5,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <sstream>
 #include <vector>
 
 #include "common/error.h"
@@ -35,9 +34,12 @@ std::vector<fs::path> list_checkpoints(const fs::path& directory) {
 c10::Device device_of(const torch::jit::Module& model) { return (*model.parameters().begin()).device(); }
 
 std::string bytes_of(torch::serialize::OutputArchive& archive) {
-  std::ostringstream bytes;
-  archive.save_to(bytes);
-  return bytes.str();
+  std::string bytes;
+  archive.save_to([&bytes](const void* data, std::size_t size) {
+    bytes.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  return bytes;
 }
 
 std::int64_t read_integer(torch::serialize::InputArchive& archive, const std::string& key) {
@@ -60,8 +62,8 @@ fs::path checkpoint_path(const fs::path& directory, const TrainingPosition& posi
          fmt::format("{}{:06d}_sample-{:09d}{}", kPrefix, position.epochs_done, position.samples_done, kSuffix);
 }
 
-void save_checkpoint(const fs::path& file, const torch::jit::Module& model, const torch::optim::Optimizer& optimizer,
-                     const CheckpointState& state) {
+std::string checkpoint_bytes(const torch::jit::Module& model, const torch::optim::Optimizer& optimizer,
+                             const CheckpointState& state) {
   torch::serialize::OutputArchive archive;
   archive.write("position.epochs_done", torch::tensor(state.position.epochs_done));
   archive.write("position.samples_done", torch::tensor(state.position.samples_done));
@@ -79,10 +81,13 @@ void save_checkpoint(const fs::path& file, const torch::jit::Module& model, cons
     std::lock_guard<std::mutex> lock(generator.mutex());
     archive.write("rng.cpu", generator.get_state());
   }
+  // Serialized in memory: the archive holds the tensors themselves, which the next step changes in place.
+  return bytes_of(archive);
+}
 
-  // Serialized in memory first: LibTorch's file writer aborts the process when the disk fills (its
-  // destructor throws), while write_file_atomic reports it and removes its temporary file.
-  const std::string bytes = bytes_of(archive);
+void write_checkpoint(const fs::path& file, const std::string& bytes) {
+  // Not LibTorch's file writer: it aborts the process when the disk fills (its destructor throws), while
+  // write_file_atomic reports it and removes its temporary file.
   fs::create_directories(file.parent_path());
   try {
     write_file_atomic(file, bytes);
@@ -93,6 +98,11 @@ void save_checkpoint(const fs::path& file, const torch::jit::Module& model, cons
                    ? std::string("no earlier checkpoint exists")
                    : fmt::format("the previous checkpoint {} is intact", previous.front().string()));
   }
+}
+
+void save_checkpoint(const fs::path& file, const torch::jit::Module& model, const torch::optim::Optimizer& optimizer,
+                     const CheckpointState& state) {
+  write_checkpoint(file, checkpoint_bytes(model, optimizer, state));
 }
 
 Checkpoint read_checkpoint(std::string bytes, const fs::path& file) {

@@ -41,8 +41,15 @@ struct CheckpointState {
 // training order.
 std::filesystem::path checkpoint_path(const std::filesystem::path& directory, const TrainingPosition& position);
 
-// Writes a checkpoint with the CPU random generator's state (dropout in a TorchScript model goes on as it
-// would have). Throws tp::Error (output or storage) naming the intact previous checkpoint.
+// A checkpoint's bytes, with the CPU random generator's state (dropout in a TorchScript model goes on as it
+// would have): a copy of the state as of now, which write_checkpoint can write while training goes on
+// (train/checkpoint_writer.h).
+std::string checkpoint_bytes(const torch::jit::Module& model, const torch::optim::Optimizer& optimizer,
+                             const CheckpointState& state);
+// Writes checkpoint_bytes' `bytes` to `file` atomically. Throws tp::Error (output or storage) naming the intact
+// previous checkpoint.
+void write_checkpoint(const std::filesystem::path& file, const std::string& bytes);
+// Both, now.
 void save_checkpoint(const std::filesystem::path& file, const torch::jit::Module& model,
                      const torch::optim::Optimizer& optimizer, const CheckpointState& state);
 

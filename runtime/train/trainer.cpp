@@ -25,6 +25,7 @@
 #include "storage/run_identity.h"
 #include "telemetry/run_sinks.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_writer.h"
 #include "train/evaluation.h"
 #include "train/gpu_step_time.h"
 #include "train/metric_tracker.h"
@@ -267,7 +268,8 @@ class Fit {
   void take_step(EpochSteps& epoch);
   // A stop request at this step: one checkpoint on every rank that keeps them.
   StopCheckpoint save_stop_checkpoint(EpochSteps& epoch);
-  // checkpoint.every_steps or every_minutes at this step: the same checkpoint, older ones pruned.
+  // checkpoint.every_steps or every_minutes at this step: the same checkpoint, written beside training
+  // (background_writes_), older ones pruned once it is written.
   void save_periodic_checkpoint(EpochSteps& epoch);
   // Rank 0: the epoch's metrics given to the trackers; whether it is keep_best's best so far.
   bool track(const EpochMetrics& m);
@@ -339,6 +341,8 @@ class Fit {
   SampleTrace trace_;
   ReadPoints reads_;
   FitResult result_;
+  // Last: destroyed first, so that a write still going on finishes while what it uses is there.
+  CheckpointWriter background_writes_{write_checkpoint};
 };
 
 Fit::Fit(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec, dist::Communicator& communicator,
@@ -674,6 +678,7 @@ void Fit::take_step(EpochSteps& epoch) {
 }
 
 StopCheckpoint Fit::save_stop_checkpoint(EpochSteps& epoch) {
+  background_writes_.wait();  // a periodic checkpoint still being written is older: it goes first
   // The epoch's totals so far go with it.
   position_.samples_done = samples_done_after(epoch, epoch.loader.position());
   const Totals so_far = summed_over_ranks(epoch.trained.totals, communicator_);
@@ -692,16 +697,32 @@ StopCheckpoint Fit::save_stop_checkpoint(EpochSteps& epoch) {
 }
 
 void Fit::save_periodic_checkpoint(EpochSteps& epoch) {
-  const StopCheckpoint saved = save_stop_checkpoint(epoch);
+  position_.samples_done = samples_done_after(epoch, epoch.loader.position());
+  const Totals so_far = summed_over_ranks(epoch.trained.totals, communicator_);
+  epoch.enter(StepPart::checkpoint);
+  communicator_.set_progress(position_.step, dist::Phase::checkpoint);
+  last_checkpoint_ = Clock::now();
   if (!checkpoints_.keeps) return;
-  for (const fs::path& pruned : prune_checkpoints(checkpoints_.directory, spec_.checkpoint.keep)) {
-    if (writer_ && environment_.withdraw) environment_.withdraw(pruned);
-  }
-  if (writer_) {
-    spdlog::info("checkpoint at epoch {} step {} ({} of the epoch's {} samples trained) saved in {:.2f}s: {}",
-                 epoch.trained.index + 1, position_.step, position_.samples_done, samples_.in_epoch(), saved.seconds,
-                 saved.file.string());
-  }
+  // The step pays for a copy of the state in memory; the write, the upload and the pruning go on beside training.
+  const auto begun = Clock::now();
+  std::string bytes =
+      checkpoint_bytes(model_, *optimizer_, {position_, communicator_.world_size(), so_far.loss_sum, so_far.count});
+  const double in_step = std::chrono::duration<double>(Clock::now() - begun).count();
+  monitor_->checkpoint_written(in_step);
+  const fs::path file = checkpoint_path(checkpoints_.directory, position_);
+  const std::string where = fmt::format("epoch {} step {} ({} of the epoch's {} samples trained)",
+                                        epoch.trained.index + 1, position_.step, position_.samples_done,
+                                        samples_.in_epoch());
+  background_writes_.submit(file, std::move(bytes), [this, file, where, in_step](double written_in) {
+    if (writer_) publish(file);
+    for (const fs::path& pruned : prune_checkpoints(checkpoints_.directory, spec_.checkpoint.keep)) {
+      if (writer_ && environment_.withdraw) environment_.withdraw(pruned);
+    }
+    if (writer_) {
+      spdlog::info("checkpoint at {} saved in {:.2f}s (the step's copy) + {:.2f}s (written beside training): {}",
+                   where, in_step, written_in, file.string());
+    }
+  });
 }
 
 // The epoch's metrics: its training loss over all ranks and the validation's.
@@ -737,6 +758,7 @@ std::optional<double> Fit::save_epoch_checkpoint() {
   const bool due = spec_.checkpoint.every_epochs > 0 &&
                    (done % spec_.checkpoint.every_epochs == 0 || done == spec_.train.epochs);
   if (!due || !checkpoints_.keeps) return std::nullopt;
+  background_writes_.wait();
   communicator_.set_progress(position_.step, dist::Phase::checkpoint);
   const fs::path saved = checkpoint_path(checkpoints_.directory, position_);
   const double seconds = save_timed(saved, model_, *optimizer_, {position_, communicator_.world_size(), 0, 0}, spec_,
@@ -868,6 +890,7 @@ void Fit::publish_sinks() {
 }
 
 FitResult Fit::finish() {
+  background_writes_.wait();
   interpret_after_early_stop();
   const std::vector<std::string> bad_files = all_bad_files(*data_.bad_files, communicator_);
   const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
