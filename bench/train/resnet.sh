@@ -4,7 +4,8 @@
 # 2.11 (bench/baseline-python) eager as a user writes it (NCHW), eager with channels_last ("tuned"), and
 # torch.compile (reported, not a goal). One thread per engine; images per CPU-second; the engines alternate
 # within each repeat; medians over the repeats (torch.compile runs once per configuration after them: its
-# compilation is minutes). Prints each run as a JSON line and a Markdown table of medians with ratios.
+# compilation is minutes). Prints each run as a JSON line and a Markdown table of medians with ratios
+# (bench/train/resnet_table.py).
 # usage: bench/train/resnet.sh [REPEATS (5)] [BUILD_DIR...]
 #   BUILD_DIRs hold bench/train/tp-train-bench (default: build, Debian's LibTorch 1.13 as the cpu image has it,
 #   and build-bench-wheel, the wheel's 2.11 as the gpu image has it: scripts/configure-torch-wheel PYTHON
@@ -49,19 +50,4 @@ for config in "${configs[@]}"; do
     "$steps" 1 --precision "$precision" --warmup 2 --compile
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$results" <<'PY'
-import json, statistics, sys
-runs = [json.loads(line) for line in open(sys.argv[1])]
-print("\n| model, batch, input, precision | engine | images per CPU-second (median) | runs | trainpoint's best / this |")
-print("|---|---|---:|---:|---:|")
-for config in dict.fromkeys((r["config"], r["precision"]) for r in runs):
-    medians = {}
-    for engine in dict.fromkeys(r["engine"] for r in runs):
-        mine = [r["images_per_cpu_s"] for r in runs if (r["config"], r["precision"]) == config and r["engine"] == engine]
-        if mine:
-            medians[engine] = (statistics.median(mine), len(mine))
-    ours = max(value for engine, (value, _) in medians.items() if engine.startswith("trainpoint"))
-    for engine, (value, count) in medians.items():
-        ratio = "" if engine.startswith("trainpoint") else f"{ours / value:.2f}x"
-        print(f"| {config[0]}, {config[1]} | {engine} | {value:.2f} | {count} | {ratio} |")
-PY
+python3 "$root/bench/train/resnet_table.py" "$results"
