@@ -300,6 +300,13 @@ std::vector<std::filesystem::path> MlflowSink::files() const {
   return {settings_.run_file};  // Sinks::files leaves it out until it exists
 }
 
+void MlflowSink::outcome(const std::string& text, double wall_time) {
+  (void)wall_time;
+  if (run_id_.empty()) return;
+  call("POST", "/api/2.0/mlflow/runs/set-tag",
+       json{{"run_id", run_id_}, {"key", "trainpoint.outcome"}, {"value", text}}.dump());
+}
+
 void MlflowSink::run_ended(RunEnd end, double wall_time) {
   if (run_id_.empty()) return;
   flush();

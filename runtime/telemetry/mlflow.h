@@ -67,6 +67,8 @@ class MlflowSink : public Sink {
   void run_started(const HParams& hparams, double wall_time) override;
   void scalars(std::int64_t step, double wall_time, const Scalars& values) override;
   void artifact(const std::filesystem::path& file) override;
+  // The run's tag trainpoint.outcome.
+  void outcome(const std::string& text, double wall_time) override;
   void run_ended(RunEnd end, double wall_time) override;
   void flush() override;
   // mlflow-run.json, once written: published with the checkpoints.

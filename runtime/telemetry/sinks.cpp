@@ -27,12 +27,16 @@ struct StartRecord {
 struct ArtifactRecord {
   std::filesystem::path file;
 };
+struct OutcomeRecord {
+  std::string text;
+  double wall_time;
+};
 struct EndRecord {
   RunEnd end;
   double wall_time;
 };
 struct FlushRecord {};
-using Record = std::variant<ScalarsRecord, StartRecord, ArtifactRecord, EndRecord, FlushRecord>;
+using Record = std::variant<ScalarsRecord, StartRecord, ArtifactRecord, OutcomeRecord, EndRecord, FlushRecord>;
 
 // The run's end, to a sink that failed before: a failure now is only a debug line.
 void tell_the_end_quietly(Sink& sink, const EndRecord& end) {
@@ -111,6 +115,8 @@ void Sinks::State::deliver(const Record& record) {
         sink.run_started(start->hparams, start->wall_time);
       } else if (const auto* artifact = std::get_if<ArtifactRecord>(&record)) {
         sink.artifact(artifact->file);
+      } else if (const auto* outcome = std::get_if<OutcomeRecord>(&record)) {
+        sink.outcome(outcome->text, outcome->wall_time);
       } else if (end) {
         sink.run_ended(end->end, end->wall_time);
       } else {
@@ -155,6 +161,10 @@ void Sinks::run_started(HParams hparams) {
 
 void Sinks::artifact(std::filesystem::path file) {
   state_->push(ArtifactRecord{std::move(file)});
+}
+
+void Sinks::outcome(std::string text) {
+  state_->push(OutcomeRecord{std::move(text), unix_seconds()});
 }
 
 void Sinks::run_ended(RunEnd end) {

@@ -44,6 +44,9 @@ class Sink {
   virtual void run_started(const HParams& hparams, double wall_time) { (void)hparams, (void)wall_time; }
   // A finished output of the run (model.pt, report.html, metrics.jsonl) to keep with it, once complete.
   virtual void artifact(const std::filesystem::path& file) { (void)file; }
+  // How a finished run came out, in words (early stopping's verdict, which epoch's model model.pt is), before
+  // its end.
+  virtual void outcome(const std::string& text, double wall_time) { (void)text, (void)wall_time; }
   // The run ended, once.
   virtual void run_ended(RunEnd end, double wall_time) { (void)end, (void)wall_time; }
   // What was given so far is on disk (or wherever the sink writes).
@@ -67,6 +70,7 @@ class Sinks {
   void scalars(std::int64_t step, Scalars values);
   void run_started(HParams hparams);
   void artifact(std::filesystem::path file);
+  void outcome(std::string text);
   void run_ended(RunEnd end);
   // Asks the thread to flush every sink once it has written what is queued; returns at once.
   void flush();

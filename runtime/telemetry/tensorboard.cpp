@@ -120,6 +120,21 @@ void TensorBoardSink::run_started(const HParams& hparams, double wall_time) {
   write(hparams_event(data, "_hparams_/session_start_info", wall_time, first_step_).SerializeAsString());
 }
 
+void TensorBoardSink::outcome(const std::string& text, double wall_time) {
+  open();
+  // As tf.summary.text writes it: a string tensor of rank 0 under the text plugin.
+  pb::Event event = event_at(wall_time, last_step_);
+  pb::Summary::Value* value = event.mutable_summary()->add_value();
+  value->set_tag("outcome");
+  value->mutable_metadata()->mutable_plugin_data()->set_plugin_name("text");
+  value->mutable_metadata()->set_data_class(pb::DATA_CLASS_TENSOR);
+  pb::TensorProto* tensor = value->mutable_tensor();
+  tensor->set_dtype(pb::DT_STRING);
+  tensor->mutable_tensor_shape();
+  tensor->add_string_val(text);
+  write(event.SerializeAsString());
+}
+
 void TensorBoardSink::run_ended(RunEnd end, double wall_time) {
   if (end == RunEnd::killed) return;  // stopped to be resumed: the run is not over
   open();

@@ -26,6 +26,8 @@ class TensorBoardSink : public Sink {
   std::string name() const override { return "TensorBoard"; }
   void scalars(std::int64_t step, double wall_time, const Scalars& values) override;
   void run_started(const HParams& hparams, double wall_time) override;
+  // A text summary ("outcome", the Text tab) at the run's last step.
+  void outcome(const std::string& text, double wall_time) override;
   void run_ended(RunEnd end, double wall_time) override;
   void flush() override;
   std::vector<std::filesystem::path> files() const override { return {file_}; }

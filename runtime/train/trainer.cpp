@@ -284,6 +284,8 @@ class Fit {
   void write_final_model();
   // What run.json says of early stopping and keep_best.
   void add_tracked(nlohmann::json& record) const;
+  // The same in words, for the sinks: why the run ended where it did, and which epoch's model model.pt is.
+  std::string outcome() const;
   // With `predictions`, validation keeps each sample's (the run's last epoch, for interpretation.json).
   EpochMetrics measure(const TrainedEpoch& epoch, Predictions* predictions);
   std::optional<double> save_epoch_checkpoint();
@@ -880,6 +882,16 @@ void Fit::add_tracked(nlohmann::json& record) const {
   }
 }
 
+std::string Fit::outcome() const {
+  std::string text = early_stop_verdict_ ? *early_stop_verdict_
+                                         : fmt::format("trained {} of {} epochs", position_.epochs_done, spec_.train.epochs);
+  if (kept_best_model()) {
+    text += fmt::format("; model.pt is epoch {}'s, the best {} ({:g})", best_->best()->epoch, best_->metric(),
+                        best_->best()->value);
+  }
+  return text;
+}
+
 void Fit::publish_sinks() {
   if (!environment_.publish) return;
   if (!sinks_->flush_and_wait(kSinkFlushWait) && !std::exchange(sinks_behind_warned_, true)) {
@@ -910,6 +922,7 @@ FitResult Fit::finish() {
     publish(output_dir_ / "run.json");
     for (const char* artifact : {"model.pt", "report.html", "metrics.jsonl"}) sinks_->artifact(output_dir_ / artifact);
     if (interpretation_) sinks_->artifact(output_dir_ / "interpretation.json");
+    sinks_->outcome(outcome());
     sinks_->run_ended(telemetry::RunEnd::finished);
     finished_ = true;
     publish_sinks();

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Reads a run's TensorBoard event files with the tensorboard package and prints what TensorBoard sees as JSON:
-{"files": [names], "scalars": {tag: [[step, value], ...]}, "hparams": {name: value}, "end_status": name}.
+{"files": [names], "scalars": {tag: [[step, value], ...]}, "hparams": {name: value}, "end_status": name,
+"outcome": the text of the text plugin's tag "outcome", as its Text tab shows it}.
 Usage: read_events.py LOGDIR   (the python3 of scripts/install-python-tools, which has tensorboard 2.21)
 """
 import json
@@ -27,6 +28,7 @@ result = {
     "scalars": {},
     "hparams": {},
     "end_status": None,
+    "outcome": None,
 }
 for tag in tags["scalars"]:
     result["scalars"][tag] = [[event.step, None if math.isnan(event.value) else event.value]
@@ -44,4 +46,9 @@ if "_hparams_/session_start_info" in tags["tensors"]:
     result["hparams"] = {name: json_format.MessageToDict(value) for name, value in start.hparams.items()}
 if "_hparams_/session_end_info" in tags["tensors"]:
     result["end_status"] = api_pb2.Status.Name(plugin_data("_hparams_/session_end_info").session_end_info.status)
+if "outcome" in tags["tensors"]:
+    from tensorboard.util import tensor_util
+    event = accumulator.Tensors("outcome")[-1]
+    assert accumulator.SummaryMetadata("outcome").plugin_data.plugin_name == "text"
+    result["outcome"] = tensor_util.make_ndarray(event.tensor_proto).item().decode()
 result_out.write(json.dumps(result) + "\n")

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <nlohmann/json.hpp>
 #include <png.h>
 #include <set>
@@ -258,6 +259,21 @@ TEST_F(TensorBoardRun, TensorBoardReadsEveryStepAndEpochWithTheRecordsValuesAndT
   EXPECT_EQ(hparams["train.epochs"], 2) << hparams.dump();
   EXPECT_EQ(hparams["world_size"], 2) << hparams.dump();
   EXPECT_EQ(read["end_status"], "STATUS_SUCCESS") << read.dump();
+  // How it came out, in the Text tab.
+  EXPECT_EQ(read["outcome"], "trained 2 of 2 epochs") << read.dump();
+}
+
+// Early stopping's verdict and keep_best's model, as TensorBoard's Text tab shows them (and as run.json has them).
+TEST_F(TensorBoardRun, AnEarlyStopAndTheKeptBestModelAreTheRunsOutcome) {
+  const auto result = train("--set train.epochs=6 --set train.early_stop.patience=1 "
+                            "--set train.early_stop.min_delta=10 --set checkpoint.keep_best=valid_loss");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const json read = read_back();
+  const std::string outcome = read["outcome"].is_string() ? read["outcome"].get<std::string>() : read.dump();
+  EXPECT_EQ(outcome.rfind("stopped at epoch 2: valid_loss ", 0), 0u) << outcome;
+  EXPECT_NE(outcome.find(" did not improve by 10 for 1 epoch; best "), std::string::npos) << outcome;
+  EXPECT_TRUE(std::regex_search(outcome, std::regex("; model\\.pt is epoch [12]'s, the best valid_loss \\([0-9.e-]+\\)$")))
+      << outcome;
 }
 
 TEST_F(TensorBoardRun, ARestartThatRepeatsStepsShowsEachStepOnceWithTheRecordsValues) {
@@ -446,6 +462,7 @@ TEST_F(MlflowRun, ARunIsLoggedWithItsParamsMetricsTagsArtifactsAndEndAndARestart
   EXPECT_EQ(read[0]["tags"]["mlflow.source.git.commit"], commit.substr(0, 40)) << read[0]["tags"].dump();
   EXPECT_EQ(read[0]["tags"]["mlflow.source.git.repoURL"], repo_.string()) << read[0]["tags"].dump();
   EXPECT_EQ(read[0]["tags"]["trainpoint.run_key"].get<std::string>().size(), 12u) << read[0]["tags"].dump();
+  EXPECT_EQ(read[0]["tags"]["trainpoint.outcome"], "trained 1 of 1 epochs") << read[0]["tags"].dump();
   EXPECT_EQ(read[0]["artifacts"], (json{"interpretation.json", "metrics.jsonl", "model.pt", "report.html"}))
       << read[0].dump();
   expect_metrics_of_the_records(read[0]);
@@ -459,6 +476,7 @@ TEST_F(MlflowRun, ARunIsLoggedWithItsParamsMetricsTagsArtifactsAndEndAndARestart
   EXPECT_EQ(read[0]["status"], "FINISHED");
   expect_metrics_of_the_records(read[0]);
   EXPECT_EQ(read[0]["metrics"]["train/loss"].size(), 8u) << read[0]["metrics"].dump();
+  EXPECT_EQ(read[0]["tags"]["trainpoint.outcome"], "trained 2 of 2 epochs") << read[0]["tags"].dump();
 }
 
 TEST_F(MlflowRun, AServerThatIsDownOrFailsIsOneWarningAndAFinishedJob) {
