@@ -266,6 +266,9 @@ class Fit {
   std::int64_t samples_done_after(const EpochSteps& epoch, std::size_t batches) const;
   void train_batch(EpochSteps& epoch, const data::Batch& batch, bool stepping);
   void take_step(EpochSteps& epoch);
+  // What a checkpoint at this step holds besides the model and optimizer (the position, the epoch's totals over
+  // all ranks: collective), the step's time from here on counted as checkpointing.
+  CheckpointState mid_epoch_state(EpochSteps& epoch);
   // A stop request at this step: one checkpoint on every rank that keeps them.
   StopCheckpoint save_stop_checkpoint(EpochSteps& epoch);
   // checkpoint.every_steps or every_minutes at this step: the same checkpoint, written beside training
@@ -679,18 +682,22 @@ void Fit::take_step(EpochSteps& epoch) {
   }
 }
 
-StopCheckpoint Fit::save_stop_checkpoint(EpochSteps& epoch) {
-  background_writes_.wait();  // a periodic checkpoint still being written is older: it goes first
-  // The epoch's totals so far go with it.
+CheckpointState Fit::mid_epoch_state(EpochSteps& epoch) {
   position_.samples_done = samples_done_after(epoch, epoch.loader.position());
+  // The epoch's totals so far go with it.
   const Totals so_far = summed_over_ranks(epoch.trained.totals, communicator_);
   epoch.enter(StepPart::checkpoint);
   communicator_.set_progress(position_.step, dist::Phase::checkpoint);
+  return {position_, communicator_.world_size(), so_far.loss_sum, so_far.count};
+}
+
+StopCheckpoint Fit::save_stop_checkpoint(EpochSteps& epoch) {
+  background_writes_.wait();  // a periodic checkpoint still being written is older: it goes first
+  const CheckpointState state = mid_epoch_state(epoch);
   const fs::path saved = checkpoint_path(checkpoints_.directory, position_);
   double seconds = 0;
   if (checkpoints_.keeps) {
-    seconds = save_timed(saved, model_, *optimizer_,
-                         {position_, communicator_.world_size(), so_far.loss_sum, so_far.count}, spec_, writer_);
+    seconds = save_timed(saved, model_, *optimizer_, state, spec_, writer_);
     monitor_->checkpoint_written(seconds);
   }
   if (writer_) publish(saved);
@@ -699,16 +706,12 @@ StopCheckpoint Fit::save_stop_checkpoint(EpochSteps& epoch) {
 }
 
 void Fit::save_periodic_checkpoint(EpochSteps& epoch) {
-  position_.samples_done = samples_done_after(epoch, epoch.loader.position());
-  const Totals so_far = summed_over_ranks(epoch.trained.totals, communicator_);
-  epoch.enter(StepPart::checkpoint);
-  communicator_.set_progress(position_.step, dist::Phase::checkpoint);
+  const CheckpointState state = mid_epoch_state(epoch);
   last_checkpoint_ = Clock::now();
   if (!checkpoints_.keeps) return;
   // The step pays for a copy of the state in memory; the write, the upload and the pruning go on beside training.
   const auto begun = Clock::now();
-  std::string bytes =
-      checkpoint_bytes(model_, *optimizer_, {position_, communicator_.world_size(), so_far.loss_sum, so_far.count});
+  std::string bytes = checkpoint_bytes(model_, *optimizer_, state);
   const double in_step = std::chrono::duration<double>(Clock::now() - begun).count();
   monitor_->checkpoint_written(in_step);
   const fs::path file = checkpoint_path(checkpoints_.directory, position_);
