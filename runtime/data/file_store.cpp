@@ -22,6 +22,10 @@ class LocalFiles final : public FileStore {
     sort_paths(files);
     return files;
   }
+  bool exists(const fs::path& file) const override {
+    std::error_code error;
+    return fs::is_regular_file(file, error);
+  }
   std::string read(const fs::path& file) const override { return read_file(file, ExitCode::data); }
   fs::path acquire(const fs::path& file) const override {
     size(file);  // fails naming a missing file

@@ -24,6 +24,8 @@ class FileStore {
   virtual ~FileStore() = default;
   // Regular files under `dir`, recursively, sorted. Throws tp::Error(data) when `dir` is not a directory.
   virtual std::vector<std::filesystem::path> list(const std::filesystem::path& dir) const = 0;
+  // Whether `file` is one of the store's files (for a streaming store: listed, fetched or not).
+  virtual bool exists(const std::filesystem::path& file) const = 0;
   // Thread-safe. Throws tp::Error(data) naming the file when it cannot be read.
   virtual std::string read(const std::filesystem::path& file) const = 0;
   // The files about to be read, in reading order: a streaming store fetches them ahead.

@@ -115,19 +115,6 @@ class ImageDataset final : public Dataset {
   std::shared_ptr<BadFiles> bad_files_;
 };
 
-// The targets as training reads them: class indices (long), else floats, a row each for multi-hot targets.
-at::Tensor target_tensor(const LabelledImages& images) {
-  const at::Tensor targets = at::tensor(images.targets, at::kFloat);
-  switch (images.kind) {
-    case TargetKind::class_index: return targets.to(at::kLong);
-    case TargetKind::number: return targets;
-    case TargetKind::multi_hot:
-      return targets.view({static_cast<std::int64_t>(images.files.size()),
-                           static_cast<std::int64_t>(images.target_width())});
-  }
-  spec::unhandled(images.kind);
-}
-
 // The training examples of each class.
 std::vector<std::int64_t> class_counts(const LabelledImages& images) {
   std::vector<std::int64_t> counts(images.classes.size(), 0);
@@ -143,6 +130,18 @@ std::vector<std::int64_t> class_counts(const LabelledImages& images) {
 }
 
 }  // namespace
+
+at::Tensor target_tensor(const LabelledImages& images) {
+  const at::Tensor targets = at::tensor(images.targets, at::kFloat);
+  switch (images.kind) {
+    case TargetKind::class_index: return targets.to(at::kLong);
+    case TargetKind::number: return targets;
+    case TargetKind::multi_hot:
+      return targets.view({static_cast<std::int64_t>(images.files.size()),
+                           static_cast<std::int64_t>(images.target_width())});
+  }
+  spec::unhandled(images.kind);
+}
 
 std::shared_ptr<const Dataset> image_dataset(std::shared_ptr<const FileStore> store, std::vector<fs::path> files,
                                              fs::path root, at::Tensor targets, ImageTransform transform,

@@ -22,6 +22,9 @@ Datasets open_images(const spec::DataSpec& spec, std::uint64_t seed,
                      const std::shared_ptr<const FileStore>& store,
                      std::pair<LabelledImages, LabelledImages> train_and_valid);
 
+// The targets as training reads them: class indices (long), else floats, a row each for multi-hot targets.
+at::Tensor target_tensor(const LabelledImages& images);
+
 // Image files read through `store` and made into inputs by `transform` (a random crop and flip depend on
 // (seed, epoch, index)), each with its row of `targets`. A bad file is reported to `bad_files` and the next
 // file takes its place.

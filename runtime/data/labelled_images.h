@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/csv.h"
 #include "data/file_store.h"
 #include "spec/spec.h"
 
@@ -56,5 +57,12 @@ std::pair<LabelledImages, LabelledImages> image_folder_split(const spec::DataSpe
 std::pair<LabelledImages, LabelledImages> image_csv_split(const spec::DataSpec& spec,
                                                           const std::filesystem::path& root,
                                                           std::uint64_t seed);
+
+// The images an image_csv table lists (its first column, relative to `file`'s folder, the samples' root) and,
+// with a `target` column (not the first), each one's label as `task` reads it: one of `classes`, a number, or
+// space-separated classes (multi_label). target < 0: no labels (targets empty). Throws tp::Error(data) naming
+// the file and line of a label that is not one of the classes or not a number.
+LabelledImages image_csv_images(const std::filesystem::path& file, const CsvTable& table, int target,
+                                spec::Task task, std::vector<std::string> classes);
 
 }  // namespace tp::data

@@ -11,6 +11,7 @@
 #include "data/format_helpers.h"
 #include "data/image.h"
 #include "data/image_formats.h"
+#include "data/labelled_images.h"
 #include "data/shard_store.h"
 #include "data/shards.h"
 
@@ -19,6 +20,8 @@ namespace tp::data {
 namespace fs = std::filesystem;
 
 namespace {
+
+constexpr char kLabelColumn[] = "label";  // data.target's default: an image CSV's labels
 
 std::int64_t class_index(const Schema& schema, const std::string& name) {
   const auto found = std::find(schema.class_names.begin(), schema.class_names.end(), name);
@@ -101,20 +104,10 @@ PredictionInputs open_packed(const fs::path& directory, const Schema& schema, st
   return inputs;
 }
 
-PredictionInputs open_images(const fs::path& source, const Schema& schema, std::int64_t max_bad_files,
-                             const std::shared_ptr<const FileStore>& store) {
-  if (fs::is_regular_file(source / kShardIndexFile)) return open_packed(source, schema, max_bad_files, store);
-  std::vector<fs::path> files;
-  fs::path root = source;
-  if (fs::is_regular_file(source)) {
-    files.push_back(source);
-    root = source.parent_path();
-  } else {
-    for (fs::path& file : store->list(source)) {
-      if (has_image_extension(file)) files.push_back(std::move(file));
-    }
-  }
-  if (files.empty()) fail(ExitCode::data, "{}: no PNG or JPEG images to predict", source.string());
+// Image files, labelled by their class folders below `root` when each is in one.
+PredictionInputs open_image_files(std::vector<fs::path> files, const fs::path& root, const Schema& schema,
+                                  std::int64_t max_bad_files, const std::shared_ptr<const FileStore>& store) {
+  if (files.empty()) fail(ExitCode::data, "{}: no PNG or JPEG images to predict", root.string());
   PredictionInputs inputs;
   inputs.bad_files = std::make_shared<BadFiles>(max_bad_files);
   const auto count = static_cast<std::int64_t>(files.size());
@@ -126,6 +119,92 @@ PredictionInputs open_images(const fs::path& source, const Schema& schema, std::
   inputs.samples = image_dataset(store, std::move(files), root, targets, saved_transform(schema),
                                  static_cast<int>(schema.input_shape.at(0)), /*seed=*/0, inputs.bad_files);
   return inputs;
+}
+
+spec::Task schema_task(const Schema& schema) {
+  if (!schema.classification) return spec::Task::regression;
+  return schema.multi_label ? spec::Task::multi_label : spec::Task::classification;
+}
+
+int required_column(const fs::path& file, const CsvTable& table, const std::string& name, const char* option) {
+  const int index = table.column(name);
+  if (index < 0) fail(ExitCode::data, "{}: no column '{}' ({})", file.string(), name, option);
+  return index;
+}
+
+// Images listed in a CSV, as image_csv lists them (image_csv_listing.cpp): the first column, relative to the CSV's
+// folder, labelled by the column `label_column` (default: kLabelColumn, where the CSV has it).
+PredictionInputs open_image_csv(const fs::path& file, const Schema& schema, const std::string& label_column,
+                                std::int64_t max_bad_files, const std::shared_ptr<const FileStore>& store) {
+  const CsvTable table = read_csv(store->acquire(file));
+  store->release(file);
+  if (table.rows.empty()) fail(ExitCode::data, "{}: no rows after the header", file.string());
+  const int label =
+      label_column.empty() ? table.column(kLabelColumn) : required_column(file, table, label_column, "--label-column");
+  if (label == 0) fail(ExitCode::data, "{}: the first column must be the image path, not the label", file.string());
+  if (label > 0 && schema_task(schema) == spec::Task::classification) {
+    require_classes(file, table, label, table.header[static_cast<std::size_t>(label)]);
+  }
+  LabelledImages images = image_csv_images(file, table, label, schema_task(schema), schema.class_names);
+  for (std::size_t i = 0; i < images.files.size(); ++i) {
+    if (!store->exists(images.files[i])) {
+      fail(ExitCode::data, "{}:{}: no image '{}' (the first column names an image relative to the CSV's folder)",
+           file.string(), table.lines[i], table.rows[i][0]);
+    }
+  }
+  PredictionInputs inputs;
+  inputs.bad_files = std::make_shared<BadFiles>(max_bad_files);
+  inputs.labelled = label > 0;
+  const auto count = static_cast<std::int64_t>(images.files.size());
+  at::Tensor targets = inputs.labelled ? target_tensor(images) : unlabelled_targets(schema, count);
+  inputs.samples = image_dataset(store, std::move(images.files), images.root, targets, saved_transform(schema),
+                                 static_cast<int>(schema.input_shape.at(0)), /*seed=*/0, inputs.bad_files);
+  return inputs;
+}
+
+bool is_csv(const fs::path& file) { return file.extension() == ".csv"; }
+
+// The .csv files directly in `folder` among its files.
+std::vector<fs::path> csv_files_in(const fs::path& folder, const std::vector<fs::path>& files) {
+  std::vector<fs::path> found;
+  for (const fs::path& file : files) {
+    const fs::path relative = file.lexically_relative(folder);
+    if (is_csv(file) && std::distance(relative.begin(), relative.end()) == 1) found.push_back(file);
+  }
+  return found;
+}
+
+void refuse_label_column(const std::string& label_column) {
+  if (label_column.empty()) return;
+  fail(ExitCode::usage, "--label-column is for tables and images listed in a CSV: images in a folder are labelled "
+       "by the class folder they are in, packed shards by their index");
+}
+
+// Packed shards, a CSV that lists images (a .csv file, or the one in a folder), one image, or a folder's images.
+PredictionInputs open_images(const fs::path& source, const Schema& schema, const std::string& label_column,
+                             std::int64_t max_bad_files, const std::shared_ptr<const FileStore>& store) {
+  if (store->exists(source / kShardIndexFile)) {
+    refuse_label_column(label_column);
+    return open_packed(source, schema, max_bad_files, store);
+  }
+  if (store->exists(source)) {
+    if (is_csv(source)) return open_image_csv(source, schema, label_column, max_bad_files, store);
+    refuse_label_column(label_column);
+    return open_image_files({source}, source.parent_path(), schema, max_bad_files, store);
+  }
+  std::vector<fs::path> listed = store->list(source);
+  const std::vector<fs::path> csv_files = csv_files_in(source, listed);
+  if (csv_files.size() > 1) {
+    fail(ExitCode::data, "{}: {} CSV files ({}, {}, ...): name the one that lists the images", source.string(),
+         csv_files.size(), csv_files[0].filename().string(), csv_files[1].filename().string());
+  }
+  if (csv_files.size() == 1) return open_image_csv(csv_files.front(), schema, label_column, max_bad_files, store);
+  refuse_label_column(label_column);
+  std::vector<fs::path> files;
+  for (fs::path& file : listed) {
+    if (has_image_extension(file)) files.push_back(std::move(file));
+  }
+  return open_image_files(std::move(files), source, schema, max_bad_files, store);
 }
 
 // A feature as the model names it: "column" (a number), "column=value" (1 where the cell is value) or
@@ -181,12 +260,6 @@ at::Tensor encode_rows(const fs::path& file, const CsvTable& table, const Schema
   return inputs;
 }
 
-int required_column(const fs::path& file, const CsvTable& table, const std::string& name, const char* option) {
-  const int index = table.column(name);
-  if (index < 0) fail(ExitCode::data, "{}: no column '{}' ({})", file.string(), name, option);
-  return index;
-}
-
 // The label column's class indices or values.
 at::Tensor label_targets(const fs::path& file, const CsvTable& table, const Schema& schema, int column) {
   std::vector<std::int64_t> classes;
@@ -238,13 +311,14 @@ PredictionInputs open_table(const fs::path& source, const Schema& schema, const 
 
 PredictionInputs open_prediction_inputs(const fs::path& source, const Schema& schema, const TableColumns& columns,
                                         std::int64_t max_bad_files, const std::shared_ptr<const FileStore>& store) {
-  if (!fs::exists(source)) fail(ExitCode::data, "{}: no such file or folder", source.string());
-  if (!schema.feature_names.empty()) return open_table(source, schema, columns, max_bad_files);
-  if (!columns.id.empty() || !columns.label.empty()) {
-    fail(ExitCode::usage, "--id-column and --label-column are for tables; the model reads images (an image's "
-         "id is its path, its label the class folder it is in)");
+  if (!store->exists(source) && !fs::is_directory(source)) {
+    fail(ExitCode::data, "{}: no such file or folder", source.string());
   }
-  return open_images(source, schema, max_bad_files, store);
+  if (!schema.feature_names.empty()) return open_table(source, schema, columns, max_bad_files);
+  if (!columns.id.empty()) {
+    fail(ExitCode::usage, "--id-column is for tables; the model reads images, and an image's id is its path");
+  }
+  return open_images(source, schema, columns.label, max_bad_files, store);
 }
 
 }  // namespace tp::data

@@ -46,6 +46,7 @@ class ShardStore final : public FileStore {
   }
 
   std::vector<fs::path> list(const fs::path& dir) const override { return base_->list(dir); }
+  bool exists(const fs::path& file) const override { return base_->exists(file); }
   fs::path acquire(const fs::path& file) const override { return base_->acquire(file); }
   void release(const fs::path& file) const override { base_->release(file); }
   std::uint64_t size(const fs::path& file) const override { return base_->size(file); }

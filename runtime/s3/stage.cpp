@@ -212,8 +212,7 @@ class NodeStaging {
   bool in_place(std::size_t index) const {
     const ObjectInfo& object = listing_.objects[index];
     if (journal_ != nullptr) return journal_->holds(relative_paths_[index], entry_for(object));
-    const fs::path file = root_ / relative_paths_[index];
-    return has_size(file, object.size) && (!etag_is_md5(object.etag) || file_md5_hex(file) == object.etag);
+    return holds_object(root_ / relative_paths_[index], object);
   }
 
   void download(const std::vector<DownloadItem>& downloads,
@@ -237,6 +236,10 @@ class NodeStaging {
 };
 
 }  // namespace
+
+bool holds_object(const fs::path& file, const ObjectInfo& object) {
+  return has_size(file, object.size) && (!etag_is_md5(object.etag) || file_md5_hex(file) == object.etag);
+}
 
 SourceListing list_source(Client& client, const std::string& source) {
   const S3Url url = parse_s3_url(source);

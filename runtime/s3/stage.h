@@ -67,6 +67,10 @@ struct StagedData {
   std::size_t cached = 0;             // objects found in the cache with the same ETag
 };
 
+// Whether `file` holds the object's contents: the object's size, and its MD5 where the ETag is one (multipart
+// objects: the size alone). What Reuse::contents keeps.
+bool holds_object(const std::filesystem::path& file, const ObjectInfo& object);
+
 // Lists the source, downloads what the node needs and the cache lacks, and returns this rank's share.
 // Throws tp::Error: data (no such bucket/prefix, unsafe key), usage (credentials, TLS), network (retries
 // exhausted, retryable), storage/output (local disk).

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <unordered_map>
 
 #include "common/files.h"
 #include "s3/client.h"
@@ -254,6 +256,114 @@ PredictionTally PredictionParts::merge(const std::string& header, int world_size
   return total;
 }
 
+namespace {
+
+// The folder an s3:// location's objects are copied to under `directory`: the bucket's, then the URL's key.
+fs::path copy_folder(const s3::S3Url& url, const fs::path& directory) {
+  fs::path folder = directory / url.bucket;
+  if (const std::string key = url.key.substr(0, url.key.find_last_not_of('/') + 1); !key.empty()) {
+    folder /= s3::local_path_for_key(key, "");
+  }
+  return folder;
+}
+
+// The URL names one object (not a prefix): its file rather than the folder is the data.
+bool names_one_object(const s3::SourceListing& listing, const s3::S3Url& url) {
+  return listing.objects.size() == 1 && listing.objects.front().key == url.key;
+}
+
+}  // namespace
+
+struct RemoteData::Objects {
+  Objects(const std::string& location, const s3::ConnectionOptions& connection)
+      : location(location), url(s3::parse_s3_url(location)), client(s3::resolve_connection(connection)) {}
+
+  // The object of a local path; throws tp::Error(data) for another file.
+  std::size_t index(const fs::path& file) const {
+    const auto found = index_of.find(file.lexically_normal().string());
+    if (found == index_of.end()) fail(ExitCode::data, "{}: not one of the objects under {}", file.string(), location);
+    return found->second;
+  }
+
+  std::string location;
+  s3::S3Url url;
+  s3::Client client;
+  s3::SourceListing listing;
+  fs::path path;
+  std::vector<fs::path> files;
+  std::unordered_map<std::string, std::size_t> index_of;  // a file's path, lexically normal -> its object
+  std::mutex mutex;  // guards what follows, and the client
+  std::vector<bool> on_disk;
+  std::size_t downloaded = 0;
+  std::size_t kept = 0;
+};
+
+RemoteData::RemoteData(const std::string& location, const s3::ConnectionOptions& connection, const fs::path& directory)
+    : objects_(std::make_unique<Objects>(location, connection)) {
+  Objects& objects = *objects_;
+  objects.listing = s3::list_source(objects.client, location);
+  const fs::path folder = copy_folder(objects.url, directory);
+  for (const s3::ObjectInfo& object : objects.listing.objects) {
+    objects.files.push_back(folder / s3::local_path_for_key(object.key, objects.listing.prefix));
+    objects.index_of.emplace(objects.files.back().lexically_normal().string(), objects.files.size() - 1);
+  }
+  objects.on_disk.assign(objects.files.size(), false);
+  objects.path = names_one_object(objects.listing, objects.url) ? objects.files.front() : folder;
+  create_folder(folder);
+}
+
+RemoteData::~RemoteData() = default;
+
+const fs::path& RemoteData::path() const { return objects_->path; }
+
+const std::vector<fs::path>& RemoteData::files() const { return objects_->files; }
+
+bool RemoteData::holds(const fs::path& file) const {
+  return objects_->index_of.count(file.lexically_normal().string()) > 0;
+}
+
+std::uint64_t RemoteData::size(const fs::path& file) const {
+  return objects_->listing.objects[objects_->index(file)].size;
+}
+
+void RemoteData::fetch(const std::vector<fs::path>& files) const {
+  Objects& objects = *objects_;
+  std::vector<std::size_t> wanted;
+  for (const fs::path& file : files) wanted.push_back(objects.index(file));
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  const std::lock_guard<std::mutex> lock(objects.mutex);
+  std::vector<s3::DownloadItem> downloads;
+  for (const std::size_t index : wanted) {
+    if (objects.on_disk[index]) continue;
+    const s3::ObjectInfo& object = objects.listing.objects[index];
+    if (s3::holds_object(objects.files[index], object)) {
+      ++objects.kept;
+    } else {
+      downloads.push_back({object, objects.files[index]});
+    }
+  }
+  if (!downloads.empty()) objects.client.download(objects.url.bucket, downloads);
+  for (const std::size_t index : wanted) objects.on_disk[index] = true;
+  objects.downloaded += downloads.size();
+}
+
+std::size_t RemoteData::downloaded() const {
+  const std::lock_guard<std::mutex> lock(objects_->mutex);
+  return objects_->downloaded;
+}
+
+std::size_t RemoteData::kept() const {
+  const std::lock_guard<std::mutex> lock(objects_->mutex);
+  return objects_->kept;
+}
+
+std::shared_ptr<const RemoteData> remote_data(const std::string& location, const s3::ConnectionOptions& connection,
+                                              const fs::path& directory) {
+  if (!s3::is_s3_url(location)) return nullptr;
+  return std::make_shared<const RemoteData>(location, connection, directory);
+}
+
 fs::path local_copy(const std::string& location, const s3::ConnectionOptions& connection, const fs::path& directory,
                     ExitCode missing) {
   if (!s3::is_s3_url(location)) {
@@ -265,10 +375,7 @@ fs::path local_copy(const std::string& location, const s3::ConnectionOptions& co
   const s3::S3Url url = s3::parse_s3_url(location);
   s3::StageRequest request;
   request.source = location;
-  request.destination = directory / url.bucket;
-  if (const std::string key = url.key.substr(0, url.key.find_last_not_of('/') + 1); !key.empty()) {
-    request.destination /= s3::local_path_for_key(key, "");
-  }
+  request.destination = copy_folder(url, directory);
   request.reuse = s3::Reuse::contents;
   request.connection = connection;
   s3::StagedData staged;

@@ -100,6 +100,42 @@ class PredictionParts {
   std::chrono::seconds wait_;
 };
 
+// An s3:// --data listed once: its objects appear as files under a local folder (laid out as local_copy lays
+// them out), each downloaded the first time it is asked for, so that a rank fetches only the samples of its own
+// parts. A file of the object's contents already there (an earlier attempt's) is kept. Thread-safe.
+class RemoteData {
+ public:
+  // Throws tp::Error: data when nothing is there, usage (credentials), network.
+  RemoteData(const std::string& location, const s3::ConnectionOptions& connection,
+             const std::filesystem::path& directory);
+  ~RemoteData();
+  RemoteData(const RemoteData&) = delete;
+  RemoteData& operator=(const RemoteData&) = delete;
+
+  // The local path of what the location names: the folder of its objects, or the file of the one object.
+  const std::filesystem::path& path() const;
+  // Every object's local path, downloaded or not, in key order.
+  const std::vector<std::filesystem::path>& files() const;
+  // Whether `file` is one of the objects' local paths.
+  bool holds(const std::filesystem::path& file) const;
+  // The object's size. Throws tp::Error(data) for a file that is not one of the objects.
+  std::uint64_t size(const std::filesystem::path& file) const;
+  // Downloads those of `files` that are not on disk yet (all of them: files()). Throws tp::Error: data naming a
+  // file that is not one of the objects, network, storage.
+  void fetch(const std::vector<std::filesystem::path>& files) const;
+  // The objects downloaded so far by this process, and those kept from an earlier attempt.
+  std::size_t downloaded() const;
+  std::size_t kept() const;
+
+ private:
+  struct Objects;
+  std::unique_ptr<Objects> objects_;
+};
+
+// The RemoteData of an s3:// `location` under `directory`; null for a local path, which is read where it is.
+std::shared_ptr<const RemoteData> remote_data(const std::string& location, const s3::ConnectionOptions& connection,
+                                              const std::filesystem::path& directory);
+
 // The local path of `location` (returned as it is) or of the s3:// object or prefix it names, copied under
 // `directory` as `trainpoint s3 cp` copies (s3::stage; a file of the same contents there is kept). Throws
 // tp::Error: `missing` when nothing is there (or a key cannot be a local path), network or storage for S3

@@ -36,6 +36,10 @@ std::vector<fs::path> StreamedFiles::list(const fs::path& dir) const {
   return under;
 }
 
+bool StreamedFiles::exists(const fs::path& file) const {
+  return object_of_.count(file.string()) > 0 || data::local_files()->exists(file);
+}
+
 std::string StreamedFiles::read(const fs::path& file) const {
   const fs::path local = acquire(file);
   struct Release {

@@ -23,6 +23,7 @@ class StreamedFiles final : public data::FileStore {
                 std::vector<std::filesystem::path> local_files, s3::PrefetchCache::Options options);
 
   std::vector<std::filesystem::path> list(const std::filesystem::path& dir) const override;
+  bool exists(const std::filesystem::path& file) const override;
   std::string read(const std::filesystem::path& file) const override;
   void will_read(const std::vector<std::filesystem::path>& files) const override;
   std::filesystem::path acquire(const std::filesystem::path& file) const override;

@@ -11,6 +11,7 @@
 
 #include "common/digest.h"
 #include "common/error.h"
+#include "common/files.h"
 #include "data/loader.h"
 #include "data/prediction_inputs.h"
 #include "model/model.h"
@@ -29,6 +30,58 @@ torch::jit::Module load_model(const fs::path& file, const std::string& as_named)
   } catch (const c10::Error& error) {
     fail(ExitCode::model, "--model {}: not a TorchScript model: {}", as_named, error.what_without_backtrace());
   }
+}
+
+// An s3:// --data as the data module reads files: the objects listed once, each downloaded when the loader
+// announces the samples of a part (or a reader first asks for it), so that a rank fetches only its parts'.
+class RemoteFiles final : public data::FileStore {
+ public:
+  explicit RemoteFiles(std::shared_ptr<const storage::RemoteData> data) : data_(std::move(data)) {}
+
+  std::vector<fs::path> list(const fs::path& dir) const override {
+    std::vector<fs::path> under;
+    for (const fs::path& file : data_->files()) {
+      const fs::path inside = file.lexically_relative(dir);
+      if (!inside.empty() && *inside.begin() != "..") under.push_back(file);
+    }
+    if (under.empty()) fail(ExitCode::data, "{}: no such directory among the objects listed", dir.string());
+    data::sort_paths(under);
+    return under;
+  }
+  bool exists(const fs::path& file) const override { return data_->holds(file); }
+  std::string read(const fs::path& file) const override { return read_file(acquire(file), ExitCode::data); }
+  void will_read(const std::vector<fs::path>& files) const override { data_->fetch(files); }
+  fs::path acquire(const fs::path& file) const override {
+    data_->fetch({file});
+    return file;
+  }
+  std::uint64_t size(const fs::path& file) const override { return data_->size(file); }
+
+ private:
+  std::shared_ptr<const storage::RemoteData> data_;
+};
+
+// The data to predict, its files read through `store`.
+struct DataFiles {
+  fs::path path;
+  std::shared_ptr<const data::FileStore> store;
+  std::shared_ptr<const storage::RemoteData> remote;  // an s3:// --data's objects; null for a local one
+};
+
+// A local --data as it is. An s3:// one listed once: its objects downloaded under `directory` as this rank
+// predicts them, except a table's, whose one CSV is downloaded before it is read.
+DataFiles data_files(const storage::PredictRequest& request, const data::Schema& schema, const fs::path& directory) {
+  DataFiles data;
+  data.remote = storage::remote_data(request.data, request.connection, directory);
+  if (!data.remote) {
+    data.path = fs::absolute(request.data);
+    data.store = data::local_files();
+    return data;
+  }
+  if (!schema.feature_names.empty()) data.remote->fetch(data.remote->files());
+  data.path = data.remote->path();
+  data.store = std::make_shared<RemoteFiles>(data.remote);
+  return data;
 }
 
 // What names this prediction run's parts: the model's bytes, the samples, and how the lines are written.
@@ -55,7 +108,8 @@ class BatchReader {
                                       : outputs.reshape({rows, 1}))
                                      .to(torch::kDouble)
                                      .contiguous();
-    const torch::Tensor labels = targets.to(torch::kCPU).to(torch::kDouble).contiguous();
+    // One number a sample, or (multi-label) a row of 0 and 1 over the classes.
+    const torch::Tensor labels = targets.to(torch::kCPU).to(torch::kDouble).reshape({rows, -1}).contiguous();
     const auto k = std::min<std::int64_t>(std::max(layout_.top_k, 1), scores.size(1));
     const auto [top_values, top_classes] = scores.topk(k, 1);
     const torch::Tensor values = top_values.contiguous();
@@ -63,7 +117,7 @@ class BatchReader {
     for (std::int64_t r = 0; r < rows; ++r) {
       Prediction prediction;
       prediction.id = samples.sample_name(indices[static_cast<std::size_t>(r)]);
-      const double label = labels.data_ptr<double>()[r];
+      const double* label = labels.data_ptr<double>() + r * labels.size(1);
       if (schema_.classification) {
         classify(scores.data_ptr<double>() + r * scores.size(1), values.data_ptr<double>() + r * k,
                  classes.data_ptr<std::int64_t>() + r * k, k, prediction);
@@ -93,17 +147,24 @@ class BatchReader {
     }
   }
 
-  // The true class or value (`value`: the regression's prediction), and what it adds to the tally.
-  void add_label(double label, double value, Prediction& prediction, PredictionTally& tally) const {
+  // The true class, classes (multi-label: `label` is a row over the classes) or value (`value`: the regression's
+  // prediction), and what it adds to the tally.
+  void add_label(const double* label, double value, Prediction& prediction, PredictionTally& tally) const {
     ++tally.labelled;
-    if (schema_.classification) {
-      prediction.label = schema_.class_names.at(static_cast<std::size_t>(label));
-      tally.correct += prediction.predicted == *prediction.label;
+    if (schema_.multi_label) {
+      prediction.label.emplace();
+      for (std::size_t c = 0; c < schema_.class_names.size(); ++c) {
+        if (label[c] > 0.5) *prediction.label += (prediction.label->empty() ? "" : " ") + schema_.class_names[c];
+      }
+    } else if (schema_.classification) {
+      prediction.label = schema_.class_names.at(static_cast<std::size_t>(label[0]));
+    } else {
+      prediction.label = fmt::format("{:.7g}", label[0]);
+      tally.absolute_error += std::abs(value - label[0]);
+      tally.squared_error += (value - label[0]) * (value - label[0]);
       return;
     }
-    prediction.label = fmt::format("{:.7g}", label);
-    tally.absolute_error += std::abs(value - label);
-    tally.squared_error += (value - label) * (value - label);
+    tally.correct += prediction.predicted == *prediction.label;
   }
 
   const data::Schema& schema_;
@@ -156,9 +217,9 @@ int predict(const storage::PredictRequest& request, int rank, int world_size) {
   const fs::path model_file = storage::local_copy(request.model, request.connection, inputs_dir / "model", ExitCode::model);
   torch::jit::Module model = load_model(model_file, request.model);
   const data::Schema schema = model::saved_schema(model, request.model);
-  const fs::path data_path = storage::local_copy(request.data, request.connection, inputs_dir / "data", ExitCode::data);
+  const DataFiles data = data_files(request, schema, inputs_dir / "data");
   const data::PredictionInputs inputs = data::open_prediction_inputs(
-      data_path, schema, {request.id_column, request.label_column}, request.max_bad_files);
+      data.path, schema, {request.id_column, request.label_column}, request.max_bad_files, data.store);
 
   const storage::PredictionLayout layout{request.format, schema.classification,
                                          static_cast<int>(std::min<std::int64_t>(request.top_k, schema.num_outputs)),
@@ -192,6 +253,10 @@ int predict(const storage::PredictRequest& request, int rank, int world_size) {
                  static_cast<double>(indices.size()) / std::max(seconds, 1e-9));
   }
   if (skipped > 0) spdlog::info("{} parts of rank {} were written by an earlier attempt: not predicted again", skipped, rank);
+  if (data.remote) {
+    spdlog::info("rank {} downloaded {} of the {} objects of {} ({} kept from an earlier attempt)", rank,
+                 data.remote->downloaded(), data.remote->files().size(), request.data, data.remote->kept());
+  }
   if (rank != 0) return 0;
   log_summary(parts.merge(storage::prediction_header(layout), world_size), schema, request.out);
   return 0;

@@ -136,5 +136,73 @@ TEST(PredictionInputs, ImagesOutsideClassFoldersAreUnlabelled) {
             std::string::npos);
 }
 
+// The CSV that lists images as image_csv does: the first column relative to the CSV's folder, its label column.
+TEST(PredictionInputs, ImagesListedInACsvAreTheSameInputsAsTheFolderAndLabelledByItsLabelColumn) {
+  TempDir dir;
+  write_solid(dir / "valid" / "dog" / "d.png", 255);
+  write_solid(dir / "valid" / "cat" / "c.png", 0);
+  write_text(dir / "valid" / "list.csv", "file,label\ndog/d.png,dog\n./cat/c.png,cat\n");
+  const PredictionInputs listed = open_prediction_inputs(dir / "valid" / "list.csv", image_schema(), {}, 0);
+  ASSERT_EQ(listed.samples->size(), 2u);
+  EXPECT_TRUE(listed.labelled);
+  EXPECT_EQ(listed.samples->sample_name(0), "dog/d.png");
+  EXPECT_EQ(listed.samples->sample_name(1), "./cat/c.png") << "the path as the CSV gives it";
+  EXPECT_EQ(listed.samples->get(0, 0).target.item<std::int64_t>(), 1);
+  EXPECT_EQ(listed.samples->get(1, 0).target.item<std::int64_t>(), 0);
+  fs::remove(dir / "valid" / "list.csv");
+  const PredictionInputs folder = open_prediction_inputs(dir / "valid", image_schema(), {}, 0);
+  EXPECT_TRUE(torch::equal(listed.samples->get(0, 0).input, folder.samples->get(1, 0).input));
+  EXPECT_TRUE(torch::equal(listed.samples->get(1, 0).input, folder.samples->get(0, 0).input));
+
+  // A folder with one CSV is that CSV; without its label column the images are unlabelled, and --label-column
+  // names another.
+  write_text(dir / "valid" / "list.csv", "file,kind\ndog/d.png,cat\n");
+  const PredictionInputs unlabelled = open_prediction_inputs(dir / "valid", image_schema(), {}, 0);
+  ASSERT_EQ(unlabelled.samples->size(), 1u);
+  EXPECT_FALSE(unlabelled.labelled);
+  EXPECT_EQ(unlabelled.samples->get(0, 0).target.item<std::int64_t>(), -1);
+  const PredictionInputs kind = open_prediction_inputs(dir / "valid", image_schema(), {"", "kind"}, 0);
+  EXPECT_TRUE(kind.labelled);
+  EXPECT_EQ(kind.samples->get(0, 0).target.item<std::int64_t>(), 0);
+}
+
+TEST(PredictionInputs, AMultiLabelCsvGivesRowsOverTheModelsClasses) {
+  TempDir dir;
+  write_solid(dir / "a.png", 0);
+  write_solid(dir / "b.png", 255);
+  write_text(dir / "tags.csv", "image,label\na.png,dog cat\nb.png,\n");
+  Schema schema = image_schema();
+  schema.multi_label = true;
+  const PredictionInputs inputs = open_prediction_inputs(dir / "tags.csv", schema, {}, 0);
+  EXPECT_TRUE(inputs.labelled);
+  EXPECT_TRUE(torch::equal(inputs.samples->get(0, 0).target, torch::tensor({1.f, 1.f})));
+  EXPECT_TRUE(torch::equal(inputs.samples->get(1, 0).target, torch::tensor({0.f, 0.f})));
+}
+
+TEST(PredictionInputs, ACsvLineThatDoesNotFitIsNamedWithItsFileAndLine) {
+  TempDir dir;
+  write_solid(dir / "dog" / "d.png", 255);
+  write_text(dir / "missing.csv", "file,label\ndog/d.png,dog\ndog/gone.png,dog\n");
+  EXPECT_NE(error_of([&] { open_prediction_inputs(dir / "missing.csv", image_schema(), {}, 0); }, ExitCode::data)
+                .find("missing.csv:3: no image 'dog/gone.png'"),
+            std::string::npos);
+  write_text(dir / "cow.csv", "file,label\ndog/d.png,cow\n");
+  EXPECT_NE(error_of([&] { open_prediction_inputs(dir / "cow.csv", image_schema(), {}, 0); }, ExitCode::data)
+                .find("cow.csv:2: column 'label': 'cow' is not among the training classes"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { open_prediction_inputs(dir / "cow.csv", image_schema(), {"", "truth"}, 0); },
+                     ExitCode::data)
+                .find("no column 'truth' (--label-column)"),
+            std::string::npos);
+  // Which CSV of two lists the images is not guessed.
+  EXPECT_NE(error_of([&] { open_prediction_inputs(dir.path(), image_schema(), {}, 0); }, ExitCode::data)
+                .find("2 CSV files (cow.csv, missing.csv, ...)"),
+            std::string::npos);
+  // Images in a folder are labelled by their class folder, not a column.
+  EXPECT_NE(error_of([&] { open_prediction_inputs(dir / "dog", image_schema(), {"", "label"}, 0); }, ExitCode::usage)
+                .find("--label-column is for tables and images listed in a CSV"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace tp::data

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -195,6 +196,91 @@ TEST_F(Predict, PackedShardsPredictAsTheFolderTheyWerePackedFrom) {
   EXPECT_EQ(without_ids(packed), without_ids(read_csv_rows(dir / "folder.csv")));
 }
 
+// The images of `folder` (a copy in `listed`) with a CSV that lists them in `order` (rows of a predictions file:
+// their ids) and labels them by their class folder, as image_csv does.
+void write_listed_images(const fs::path& folder, const fs::path& listed,
+                         const std::vector<std::vector<std::string>>& order) {
+  fs::copy(folder, listed, fs::copy_options::recursive);
+  std::string csv = "image,label\n";
+  for (const auto& row : order) csv += row[0] + "," + row[0].substr(0, row[0].find('/')) + "\n";
+  testing::write_text(listed / "images.csv", csv);
+}
+
+// The validation images listed in a CSV (image_csv; last first) and in their class folders give the same lines,
+// in the CSV's order, named as the CSV names them.
+TEST_F(Predict, ImagesListedInACsvPredictAsTheSameImagesInTheirFolders) {
+  testing::TempDir dir;
+  run_checked(predict(dir.path(), "--model " + model() + " --data " + valid() + " --out folder.csv"));
+  const auto folder = read_csv_rows(dir / "folder.csv");
+  ASSERT_EQ(folder.size(), 37u);
+  write_listed_images(valid(), dir / "listed", {folder.rbegin(), folder.rend() - 1});
+  const auto result = run_command(predict(dir.path(), "--model " + model() + " --data listed --out listed.csv"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto listed = read_csv_rows(dir / "listed.csv");
+  ASSERT_EQ(listed.size(), 37u);
+  EXPECT_EQ(listed[1], folder[36]) << "the CSV's order";
+  EXPECT_EQ(std::multiset(listed.begin(), listed.end()), std::multiset(folder.begin(), folder.end()));
+  const double reported = last_epoch_accuracy(root() / "out" / "metrics.jsonl");
+  EXPECT_NE(result.output.find(fmt::format("accuracy {:.4f} on 36 labelled samples", reported)), std::string::npos)
+      << result.output;
+}
+
+// The image files below `workdir`, named below `folder` (where predict downloaded s3://test-bucket/FOLDER).
+std::set<std::string> downloaded_images(const fs::path& workdir, const std::string& folder) {
+  std::set<std::string> images;
+  const fs::path root = workdir / "predict-inputs" / "data" / testing::S3Server::kBucket / folder;
+  if (!fs::exists(root)) return images;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    if (entry.path().extension() == ".png") images.insert(entry.path().lexically_relative(root).generic_string());
+  }
+  return images;
+}
+
+// Two pods on s3:// images, in class folders and listed in a CSV: each downloads only the images of its own
+// parts, and together they write every sample once, the file one process writes from local disk.
+TEST_F(Predict, TwoPodsOnS3ImagesDownloadOnlyTheImagesOfTheirOwnParts) {
+  testing::S3Server server;
+  testing::TempDir dir;
+  const std::string bucket = std::string("s3://") + testing::S3Server::kBucket;
+  const std::string s3_env = "AWS_ENDPOINT_URL=" + server.endpoint() + " " + testing::S3Server::key_environment();
+  run_checked(predict(dir.path(), "--model " + model() + " --data " + valid() + " --part-size 5 --out one.csv"));
+  const auto one = read_csv_rows(dir / "one.csv");
+  ASSERT_EQ(one.size(), 37u);
+  write_listed_images(valid(), dir / "listed", {one.begin() + 1, one.end()});
+  const std::string s3 = "env " + s3_env + " " + testing::trainpoint_binary() + " s3 cp --recursive ";
+  run_checked(s3 + valid() + " " + bucket + "/valid");
+  run_checked(s3 + (dir / "listed").string() + " " + bucket + "/listed");
+
+  // 36 samples in parts of 5: rank 0 predicts parts 0, 2, 4 and 6 (20 samples), rank 1 parts 1, 3, 5 and 7 (16).
+  std::set<std::string> owned[2];
+  for (std::size_t row = 1; row < one.size(); ++row) owned[(row - 1) / 5 % 2].insert(one[row][0]);
+  for (const std::string folder : {"valid", "listed"}) {
+    SCOPED_TRACE(folder);
+    const auto rank = [&](int rank) {
+      return "(" + predict(dir.path(), "--model " + model() + " --data " + bucket + "/" + folder +
+                                           " --part-size 5 --out " + bucket + "/scores/" + folder + ".csv --workdir " +
+                                           fmt::format("{}-{}", folder, rank),
+                           s3_env + fmt::format(" RANK={} WORLD_SIZE=2", rank)) +
+             fmt::format(") > {}-{}.log 2>&1", folder, rank);
+    };
+    const auto both = run_command("cd " + shell_quote(dir.path().string()) + " || exit 1; " + rank(0) + " & " +
+                                  rank(1) + "; one=$?; wait $! && test $one = 0");
+    ASSERT_EQ(both.exit_code, 0) << testing::read_text(dir / (folder + "-0.log"))
+                                 << testing::read_text(dir / (folder + "-1.log"));
+    for (const int r : {0, 1}) {
+      EXPECT_EQ(downloaded_images(dir / fmt::format("{}-{}", folder, r), folder), owned[r]) << "rank " << r;
+    }
+    const int csv = folder == "listed";  // the CSV, which every rank reads
+    EXPECT_NE(testing::read_text(dir / (folder + "-1.log"))
+                  .find(fmt::format("rank 1 downloaded {} of the {} objects", 16 + csv, 36 + csv)),
+              std::string::npos)
+        << testing::read_text(dir / (folder + "-1.log"));
+    run_checked("env " + s3_env + " " + testing::trainpoint_binary() + " s3 cp " + bucket + "/scores/" + folder +
+                ".csv " + (dir / (folder + ".csv")).string());
+    EXPECT_EQ(testing::read_text(dir / (folder + ".csv")), testing::read_text(dir / "one.csv"));
+  }
+}
+
 TEST_F(Predict, ModelDataAndPredictionsInS3) {
   testing::S3Server server;
   testing::TempDir dir;
@@ -279,6 +365,19 @@ TEST_F(Predict, WhatCannotBePredictedIsNamedWithItsExitClass) {
   EXPECT_NE(result.output.find("missing: no such file or folder"), std::string::npos) << result.output;
   result = run_command(predict(dir.path(), "--model " + model() + " --data " + valid() + " --out p.csv --id-column x"));
   EXPECT_EQ(result.exit_code, 2) << result.output;
+  // A line of an image CSV that does not fit: named by the CSV's file and line.
+  const fs::path image = *std::find_if(fs::recursive_directory_iterator(valid()), fs::recursive_directory_iterator(),
+                                       [](const fs::directory_entry& entry) { return entry.is_regular_file(); });
+  const std::string listed = image.lexically_relative(dir.path()).generic_string();
+  testing::write_text(dir / "gone.csv", "image\n" + listed + "\nnone/x.png\n");
+  result = run_command(predict(dir.path(), "--model " + model() + " --data gone.csv --out p.csv"));
+  EXPECT_EQ(result.exit_code, 5) << result.output;
+  EXPECT_NE(result.output.find("gone.csv:3: no image 'none/x.png'"), std::string::npos) << result.output;
+  testing::write_text(dir / "cow.csv", "image,label\n" + listed + ",cow\n");
+  result = run_command(predict(dir.path(), "--model " + model() + " --data cow.csv --out p.csv"));
+  EXPECT_EQ(result.exit_code, 5) << result.output;
+  EXPECT_NE(result.output.find("cow.csv:2: column 'label': 'cow' is not among the training classes"),
+            std::string::npos) << result.output;
   result = run_command(predict(dir.path(), "--model " + model() + " --data " + valid()));
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_NE(result.output.find("usage: trainpoint predict"), std::string::npos) << result.output;

@@ -165,5 +165,58 @@ TEST(PredictionInputsCopy, AnS3ObjectAndAPrefixAreDownloadedKeepingTheirPaths) {
   }
 }
 
+// An s3:// --data is listed once and each object downloaded only when asked for: what a rank of `trainpoint
+// predict` fetches for its own parts. Another attempt keeps the files already there.
+TEST(PredictionRemoteData, ObjectsAreDownloadedOnlyWhenAskedForAndKeptByTheNextAttempt) {
+  testing::S3Server server;
+  testing::TempDir dir;
+  for (const char* name : {"one.txt", "b/two.txt", "three.txt"}) testing::write_text(dir.path() / "src" / name, name);
+  s3::Client client(testing::test_connection(server.endpoint()), testing::fast_retries());
+  client.upload(testing::S3Server::kBucket, {{dir.path() / "src/one.txt", "data/a/one.txt"},
+                                             {dir.path() / "src/b/two.txt", "data/a/b/two.txt"},
+                                             {dir.path() / "src/three.txt", "data/a/three.txt"}});
+  testing::write_text(dir.path() / "keys", std::string("export AWS_ACCESS_KEY_ID=") + testing::S3Server::kAccessKey +
+                                               "\nexport AWS_SECRET_ACCESS_KEY=" + testing::S3Server::kSecretKey + "\n");
+  s3::ConnectionOptions connection;
+  connection.endpoint = server.endpoint();
+  connection.credentials_file = (dir.path() / "keys").string();
+  const std::string prefix = std::string("s3://") + testing::S3Server::kBucket + "/data/a";
+  const fs::path copy = dir.path() / "copy";
+  const fs::path folder = copy / testing::S3Server::kBucket / "data" / "a";
+  {
+    const auto data = remote_data(prefix, connection, copy);
+    ASSERT_NE(data, nullptr);
+    EXPECT_EQ(data->path(), folder);
+    EXPECT_EQ(data->files(), (std::vector<fs::path>{folder / "b/two.txt", folder / "one.txt", folder / "three.txt"}));
+    EXPECT_TRUE(data->holds(folder / "b" / ".." / "one.txt"));
+    EXPECT_FALSE(data->holds(folder / "four.txt"));
+    EXPECT_EQ(data->size(folder / "three.txt"), 9u);
+    EXPECT_FALSE(fs::exists(folder / "one.txt")) << "nothing is downloaded before it is asked for";
+    data->fetch({folder / "one.txt", folder / "one.txt"});
+    data->fetch({folder / "one.txt"});
+    EXPECT_EQ(testing::read_text(folder / "one.txt"), "one.txt");
+    EXPECT_FALSE(fs::exists(folder / "b" / "two.txt"));
+    EXPECT_FALSE(fs::exists(folder / "three.txt"));
+    EXPECT_EQ(data->downloaded(), 1u);
+    try {
+      data->fetch({folder / "four.txt"});
+      ADD_FAILURE() << "fetched a file that is no object";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ExitCode::data) << error.what();
+      EXPECT_NE(std::string(error.what()).find("four.txt: not one of the objects under " + prefix), std::string::npos)
+          << error.what();
+    }
+  }
+  const auto again = remote_data(prefix, connection, copy);
+  again->fetch(again->files());
+  EXPECT_EQ(again->downloaded(), 2u);
+  EXPECT_EQ(again->kept(), 1u);
+  EXPECT_EQ(testing::read_text(folder / "b" / "two.txt"), "b/two.txt");
+  // One object's URL: its file is the data; a local path is read where it is.
+  const auto one = remote_data(prefix + "/three.txt", connection, dir.path() / "one");
+  EXPECT_EQ(one->path(), dir.path() / "one" / testing::S3Server::kBucket / "data/a/three.txt/three.txt");
+  EXPECT_EQ(remote_data("local/folder", connection, copy), nullptr);
+}
+
 }  // namespace
 }  // namespace tp::storage
