@@ -259,8 +259,8 @@ void add_predict_options(cxxopts::Options& parser, std::vector<std::string>& gro
       ("workers", "threads decoding images", cxxopts::value<int>()->default_value("2"), "N")
       ("id-column", "tables: the column that names each row (default: FILE:LINE)", cxxopts::value<std::string>(),
        "NAME")
-      ("label-column", "tables: the true class or value, for the accuracy or error", cxxopts::value<std::string>(),
-       "NAME")
+      ("label-column", "tables and image CSVs: the true class or value, for the accuracy or error (image CSVs: "
+       "default 'label' where there)", cxxopts::value<std::string>(), "NAME")
       ("max-bad-files", "unreadable images skipped before failing", cxxopts::value<int>()->default_value("0"), "N")
       ("part-size", "samples per part: at most what a killed run redoes", cxxopts::value<int>()->default_value("1024"),
        "N")
