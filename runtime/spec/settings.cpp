@@ -151,7 +151,7 @@ void check_claim_name(const std::string& key, const std::string& name, const std
 
 // The per-epoch metrics a run reports (metrics.jsonl's names), which early stopping and keep_best may watch.
 std::vector<std::string> metric_names() {
-  return {"valid_loss", "accuracy", "error_rate", "top_k_accuracy", "mae", "mse", "train_loss"};
+  return {"valid_loss", "accuracy", "error_rate", "top_k_accuracy", "f1", "f1:<class>", "mae", "mse", "train_loss"};
 }
 std::vector<std::string> with_none(std::vector<std::string> names) {
   names.insert(names.begin(), "none");
@@ -372,14 +372,44 @@ std::vector<Setting> train_settings() {
                "same step. The log, run.json and report.html say where and why (docs/training.md). 0: off."),
       Declare("train.early_stop.monitor", &Spec::train, &TrainSpec::early_stop, &EarlyStopSpec::monitor)
           .fallback("valid_loss").choices(metric_names())
-          .doc("The metric early stopping watches, as metrics.jsonl names it: valid_loss, accuracy, error_rate and "
-               "top_k_accuracy for classification, mae and mse for regression, or train_loss."),
+          .doc("The metric early stopping watches, as metrics.jsonl names it: valid_loss, accuracy, error_rate, "
+               "top_k_accuracy, f1 (the mean F1 over the classes, scikit-learn's macro average) and f1:<class> (the "
+               "F1 of one class, such as f1:cat) for classification, mae and mse for regression, or train_loss."),
       Declare("train.early_stop.mode", &Spec::train, &TrainSpec::early_stop, &EarlyStopSpec::mode).fallback("auto")
-          .doc("min: lower is better; max: higher is better. auto: max for accuracy and top_k_accuracy, min for "
+          .doc("min: lower is better; max: higher is better. auto: max for the accuracies and F1 scores, min for "
                "the losses and errors."),
       Declare("train.early_stop.min_delta", &Spec::train, &TrainSpec::early_stop, &EarlyStopSpec::min_delta)
           .fallback(0.0).range(0, 1e300)
           .doc("How much the monitored metric must beat its best value by to count as an improvement."),
+      Declare("train.reduce_lr_on_plateau.patience", &Spec::train, &TrainSpec::reduce_lr_on_plateau,
+              &LrPlateauSpec::patience)
+          .changes_run().fallback(0).range(0, 100000)
+          .doc("ReduceLROnPlateau, as fastai's and PyTorch's: after this many epochs in a row without "
+               "`monitor` improving by `min_delta` on its best value, the lr is multiplied by `factor` (and "
+               "the count starts again), on every rank from the next epoch. It multiplies whatever "
+               "train.schedule gives: with schedule = \"constant\" it is fastai's fit with ReduceLROnPlateau. "
+               "The log says each reduction; metrics.jsonl's lr shows it. 0: off."),
+      Declare("train.reduce_lr_on_plateau.monitor", &Spec::train, &TrainSpec::reduce_lr_on_plateau,
+              &LrPlateauSpec::monitor)
+          .changes_run().fallback("valid_loss").choices(metric_names())
+          .doc("The metric watched, as train.early_stop.monitor names them."),
+      Declare("train.reduce_lr_on_plateau.mode", &Spec::train, &TrainSpec::reduce_lr_on_plateau,
+              &LrPlateauSpec::mode)
+          .changes_run().fallback("auto")
+          .doc("min, max or auto, as train.early_stop.mode."),
+      Declare("train.reduce_lr_on_plateau.min_delta", &Spec::train, &TrainSpec::reduce_lr_on_plateau,
+              &LrPlateauSpec::min_delta)
+          .changes_run().fallback(0.0).range(0, 1e300)
+          .doc("How much the monitored metric must beat its best value by to count as an improvement."),
+      Declare("train.reduce_lr_on_plateau.factor", &Spec::train, &TrainSpec::reduce_lr_on_plateau,
+              &LrPlateauSpec::factor)
+          .changes_run().fallback(0.1).above(0, 0.999)
+          .doc("What each reduction multiplies the lr by (PyTorch's factor; fastai's factor = 10 is 0.1 here)."),
+      Declare("train.reduce_lr_on_plateau.min_lr", &Spec::train, &TrainSpec::reduce_lr_on_plateau,
+              &LrPlateauSpec::min_lr)
+          .changes_run().fallback(0.0).range(0, 10)
+          .doc("The lr the reductions stop at: the peak lr (train.lr, scaled by train.lr_scaling) times the "
+               "reductions is not taken below it."),
   };
 }
 
@@ -426,7 +456,7 @@ std::vector<Setting> checkpoint_settings() {
       Declare("checkpoint.keep_best", &Spec::checkpoint, &CheckpointSpec::keep_best).fallback("none")
           .choices(with_none(metric_names()))
           .doc("A metric, as train.early_stop.monitor names them (lower is better for the losses and errors, "
-               "higher for the accuracies): the model of the epoch where it was best "
+               "higher for the accuracies and F1 scores): the model of the epoch where it was best "
                "is kept in best/model.pt, never rotated away, and becomes model.pt at the end; run.json's "
                "best_epoch says which epoch and the value. none: model.pt is the last epoch's."),
       Declare("checkpoint.resume", &Spec::checkpoint, &CheckpointSpec::resume).fallback("auto")

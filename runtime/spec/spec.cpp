@@ -143,10 +143,17 @@ void check_range(const Setting& setting, const std::string& at, double value) {
   }
 }
 
+// Whether `value` is `choice`, or fills a choice with a placeholder ("f1:<class>": "f1:" and any name).
+bool chooses(const std::string& choice, const std::string& value) {
+  const std::size_t placeholder = choice.find('<');
+  if (placeholder == std::string::npos) return value == choice;
+  return value.size() > placeholder && value.compare(0, placeholder, choice, 0, placeholder) == 0;
+}
+
 // A setting without choices takes any string.
 void check_choice(const Setting& setting, const std::string& at, const std::string& value) {
   if (setting.choices.empty() ||
-      std::find(setting.choices.begin(), setting.choices.end(), value) != setting.choices.end()) {
+      std::any_of(setting.choices.begin(), setting.choices.end(), [&](const auto& c) { return chooses(c, value); })) {
     return;
   }
   fail(ExitCode::spec, "{}: {}: '{}' is not one of: {}", at, setting.key, value, fmt::join(setting.choices, ", "));
@@ -338,11 +345,12 @@ class Loader {
   void check_metric_of_task(const std::string& key, const std::string& metric, const Spec& spec, const Origins& origin) {
     const bool regression = spec.data.task == Task::regression;
     const bool regression_metric = metric == "mae" || metric == "mse";
-    const bool classification_metric = metric == "accuracy" || metric == "error_rate" || metric == "top_k_accuracy";
+    const bool classification_metric = metric == "accuracy" || metric == "error_rate" ||
+                                       metric == "top_k_accuracy" || metric.compare(0, 2, "f1") == 0;
     if ((regression && classification_metric) || (!regression && regression_metric)) {
       errors_.push_back(fmt::format("{}: {}: a {} run does not report {} (data.task, {}): use {}", origin.at(key), key,
                                     name(spec.data.task), metric, origin.at("data.task"),
-                                    regression ? "valid_loss, mae or mse" : "valid_loss, accuracy or error_rate"));
+                                    regression ? "valid_loss, mae or mse" : "valid_loss, accuracy, error_rate or f1"));
     }
   }
 
@@ -491,6 +499,10 @@ class Loader {
     if (!command_mode && spec.train.early_stop.patience > 0) {
       check_metric_of_task("train.early_stop.monitor", spec.train.early_stop.monitor, spec, origin);
     }
+    if (!command_mode && spec.train.reduce_lr_on_plateau.patience > 0) {
+      check_metric_of_task("train.reduce_lr_on_plateau.monitor", spec.train.reduce_lr_on_plateau.monitor, spec,
+                           origin);
+    }
     if (!command_mode && spec.checkpoint.keep_best != "none") {
       check_metric_of_task("checkpoint.keep_best", spec.checkpoint.keep_best, spec, origin);
     }
@@ -604,6 +616,10 @@ std::vector<RunSetting> run_settings(const Spec& spec) {
   for (const auto& setting : settings()) {
     if (!setting.changes_run) continue;
     if (setting.key == "data.valid" && !spec.data.valid_source.empty()) continue;  // ignored then
+    // Off, its settings do nothing (and a run from before they existed resumes).
+    if (setting.key.rfind("train.reduce_lr_on_plateau.", 0) == 0 && spec.train.reduce_lr_on_plateau.patience == 0) {
+      continue;
+    }
     const Value value = setting.read(spec);
     RunSetting run_setting{setting.key, to_toml(value), {}};
     run_setting.value = run_setting.toml;  // a list or table, unless what it holds is simpler

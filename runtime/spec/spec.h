@@ -128,6 +128,17 @@ struct EarlyStopSpec {
   double min_delta;
 };
 
+// [train.reduce_lr_on_plateau]: the lr is multiplied by `factor` whenever `monitor` has not improved by
+// `min_delta` for `patience` epochs, down to `min_lr`.
+struct LrPlateauSpec {
+  std::int64_t patience;  // 0: off
+  std::string monitor;
+  MetricMode mode;
+  double min_delta;
+  double factor;
+  double min_lr;
+};
+
 struct TrainSpec {
   std::int64_t epochs;
   std::int64_t batch_size;  // per rank
@@ -151,6 +162,7 @@ struct TrainSpec {
   std::string channels_last;   // auto | true | false: NHWC memory format for images and conv weights
   bool lr_find;                // run the learning-rate range test instead of training
   EarlyStopSpec early_stop;
+  LrPlateauSpec reduce_lr_on_plateau;
 };
 
 struct DistSpec {

@@ -20,6 +20,32 @@ double correct_in(const torch::Tensor& output, const torch::Tensor& target, cons
   return output.argmax(1).eq(target).sum().item<double>();
 }
 
+// Adds the batch's predicted, actual and correctly predicted counts per class (per label, multi-label).
+void count_classes(const torch::Tensor& output, const torch::Tensor& target, const data::Schema& schema,
+                   ClassCounts& counts) {
+  const std::int64_t classes = output.size(1);
+  torch::Tensor predicted, actual, true_positives;
+  if (schema.multi_label) {
+    const torch::Tensor predicted_labels = output.gt(0);
+    const torch::Tensor actual_labels = target.gt(0.5);
+    predicted = predicted_labels.sum(0);
+    actual = actual_labels.sum(0);
+    true_positives = predicted_labels.logical_and(actual_labels).sum(0);
+  } else {
+    const torch::Tensor predicted_class = output.argmax(1);
+    predicted = predicted_class.bincount({}, classes);
+    actual = target.bincount({}, classes);
+    true_positives = target.masked_select(predicted_class.eq(target)).bincount({}, classes);
+  }
+  auto add = [&](std::vector<double>& sums, const torch::Tensor& batch) {
+    const torch::Tensor values = batch.to(torch::kCPU, torch::kDouble).contiguous();
+    for (std::int64_t c = 0; c < classes; ++c) sums[static_cast<std::size_t>(c)] += values.data_ptr<double>()[c];
+  };
+  add(counts.predicted, predicted);
+  add(counts.actual, actual);
+  add(counts.true_positives, true_positives);
+}
+
 // Samples whose target is among the k highest scores.
 double top_k_correct_in(const torch::Tensor& output, const torch::Tensor& target, std::int64_t k) {
   return std::get<1>(output.topk(k, 1)).eq(target.unsqueeze(1)).any(1).sum().item<double>();
@@ -97,10 +123,20 @@ bool interprets(const data::Datasets& data) {
 }
 
 Totals summed_over_ranks(const Totals& mine, dist::Communicator& communicator) {
-  const std::vector<double> sums = dist::sum_over_ranks(
-      communicator,
-      std::vector<double>{mine.loss_sum, mine.correct, mine.top_k_correct, mine.absolute_error, mine.count});
-  return {sums[0], sums[1], sums[2], sums[3], sums[4]};
+  // Every rank has as many class counts (none, or one per class), so one sum carries them all.
+  std::vector<double> values{mine.loss_sum, mine.correct, mine.top_k_correct, mine.absolute_error, mine.count};
+  for (const std::vector<double>* counts : {&mine.classes.true_positives, &mine.classes.predicted, &mine.classes.actual}) {
+    values.insert(values.end(), counts->begin(), counts->end());
+  }
+  const std::vector<double> sums = dist::sum_over_ranks(communicator, values);
+  Totals all{sums[0], sums[1], sums[2], sums[3], sums[4], {}};
+  const auto classes = static_cast<std::ptrdiff_t>(mine.classes.actual.size());
+  auto at = sums.begin() + 5;
+  for (std::vector<double>* counts : {&all.classes.true_positives, &all.classes.predicted, &all.classes.actual}) {
+    counts->assign(at, at + classes);
+    at += classes;
+  }
+  return all;
 }
 
 bool reports_top_k(const data::Schema& schema, std::int64_t k) {
@@ -113,6 +149,11 @@ Totals validate(torch::jit::Module& model, const data::Datasets& data, const spe
   const std::size_t first = data.rank_share ? 0 : static_cast<std::size_t>(communicator.rank());
   const std::size_t stride = data.rank_share ? 1 : static_cast<std::size_t>(communicator.world_size());
   Totals totals;
+  if (data.schema.classification) {
+    for (std::vector<double>* counts : {&totals.classes.true_positives, &totals.classes.predicted, &totals.classes.actual}) {
+      counts->assign(static_cast<std::size_t>(data.schema.num_outputs), 0.0);
+    }
+  }
   std::vector<std::size_t> mine;
   for (std::size_t i = first; i < data.valid->size(); i += stride) mine.push_back(i);
   torch::NoGradGuard no_grad;
@@ -134,7 +175,10 @@ Totals validate(torch::jit::Module& model, const data::Datasets& data, const spe
       if (thumbnails) highest.add(predictions->classified, first, batch.inputs);
     }
     totals.loss_sum += loss_of(output, batch.targets, data.schema).item<double>() * n;
-    if (data.schema.classification) totals.correct += correct_in(output, batch.targets, data.schema);
+    if (data.schema.classification) {
+      totals.correct += correct_in(output, batch.targets, data.schema);
+      count_classes(output, batch.targets, data.schema, totals.classes);
+    }
     if (reports_top_k(data.schema, spec.train.top_k)) {
       totals.top_k_correct += top_k_correct_in(output, batch.targets, spec.train.top_k);
     }

@@ -13,6 +13,7 @@
 #include "dist/communicator.h"
 #include "spec/spec.h"
 #include "train/interpretation.h"
+#include "train/metrics.h"
 #include "train/precision.h"
 
 namespace torch::jit {
@@ -27,6 +28,7 @@ struct Totals {
   double top_k_correct = 0;
   double absolute_error = 0;  // regression
   double count = 0;
+  ClassCounts classes;  // validation of classification: per class (label), for F1; empty otherwise
 };
 
 // Per-rank totals summed over all ranks. Collective.

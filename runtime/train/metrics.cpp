@@ -17,7 +17,16 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr const char* kCsvHeader =
-    "epoch,step,lr,train_loss,valid_loss,accuracy,error_rate,top_k_accuracy,mae,mse,seconds\n";
+    "epoch,step,lr,train_loss,valid_loss,accuracy,error_rate,top_k_accuracy,mae,mse,seconds,f1\n";
+
+// The keys json_line writes; a line's others are its extra entries.
+bool written_by_json_line(const std::string& key) {
+  for (const char* known : {"epoch", "step", "lr", "train_loss", "valid_loss", "accuracy", "error_rate",
+                            "top_k_accuracy", "f1", "class_f1", "mae", "mse", "seconds"}) {
+    if (key == known) return true;
+  }
+  return false;
+}
 
 double number_of(const json& value) {
   return value.is_number() ? value.get<double>() : std::numeric_limits<double>::quiet_NaN();
@@ -26,7 +35,7 @@ std::string cell(double value) {
   return std::isnan(value) ? std::string() : fmt::format("{}", value);
 }
 
-std::string json_line(const EpochMetrics& m, const json& per_class) {
+std::string json_line(const EpochMetrics& m, const json& extra) {
   json line{{"epoch", m.epoch},
               {"step", m.step},
               {"lr", m.lr},
@@ -35,17 +44,23 @@ std::string json_line(const EpochMetrics& m, const json& per_class) {
               {"accuracy", json_number(m.valid_accuracy)},
               {"error_rate", json_number(m.error_rate)},
               {"top_k_accuracy", json_number(m.top_k_accuracy)},
+              {"f1", json_number(m.f1)},
               {"mae", json_number(m.mae)},
               {"mse", json_number(m.mse)},
               {"seconds", m.seconds}};
-  if (!per_class.is_null()) line["per_class"] = per_class;
+  if (!m.class_f1.empty()) {
+    json scores = json::object();
+    for (const auto& [name, value] : m.class_f1) scores[name] = json_number(value);
+    line["class_f1"] = scores;
+  }
+  if (extra.is_object()) line.update(extra);
   return line.dump() + "\n";
 }
 
 std::string csv_line(const EpochMetrics& m) {
-  return fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", m.epoch, m.step, m.lr, cell(m.train_loss),
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", m.epoch, m.step, m.lr, cell(m.train_loss),
                      cell(m.valid_loss), cell(m.valid_accuracy), cell(m.error_rate), cell(m.top_k_accuracy),
-                     cell(m.mae), cell(m.mse), m.seconds);
+                     cell(m.mae), cell(m.mse), m.seconds, cell(m.f1));
 }
 
 std::string json_line(const StepRecord& s) {
@@ -84,6 +99,27 @@ std::vector<json> read_lines(const fs::path& file) {
 
 }  // namespace
 
+ClassValues class_f1_scores(const ClassCounts& counts, const std::vector<std::string>& class_names) {
+  ClassValues scores;
+  for (std::size_t c = 0; c < class_names.size(); ++c) {
+    const double seen = counts.predicted.at(c) + counts.actual.at(c);
+    scores.emplace_back(class_names[c], seen > 0 ? 2 * counts.true_positives.at(c) / seen
+                                                 : std::numeric_limits<double>::quiet_NaN());
+  }
+  return scores;
+}
+
+double macro_average(const ClassValues& scores) {
+  double sum = 0;
+  int counted = 0;
+  for (const auto& score : scores) {
+    if (std::isnan(score.second)) continue;
+    sum += score.second;
+    ++counted;
+  }
+  return counted > 0 ? sum / counted : std::numeric_limits<double>::quiet_NaN();
+}
+
 json json_number(double value) {
   return std::isnan(value) ? json(nullptr) : json(value);
 }
@@ -101,7 +137,7 @@ NamedValues step_values(const StepRecord& s) {
 }
 
 NamedValues epoch_values(const EpochMetrics& m, double samples_per_second, bool images) {
-  return {{"train/epoch_loss", m.train_loss},
+  NamedValues values{{"train/epoch_loss", m.train_loss},
           {"epoch/epoch", static_cast<double>(m.epoch)},
           {"epoch/seconds", m.seconds},
           {"epoch/lr", m.lr},
@@ -109,9 +145,12 @@ NamedValues epoch_values(const EpochMetrics& m, double samples_per_second, bool 
           {"valid/accuracy", m.valid_accuracy},
           {"valid/error_rate", m.error_rate},
           {"valid/top_k_accuracy", m.top_k_accuracy},
+          {"valid/f1", m.f1},
           {"valid/mae", m.mae},
           {"valid/mse", m.mse},
           {images ? "throughput/images_per_s" : "throughput/rows_per_s", samples_per_second}};
+  for (const auto& [name, value] : m.class_f1) values.emplace_back("valid/f1/" + name, value);
+  return values;
 }
 
 std::string describe_validation(const EpochMetrics& m, std::int64_t top_k) {
@@ -123,6 +162,7 @@ std::string describe_validation(const EpochMetrics& m, std::int64_t top_k) {
   add("accuracy", m.valid_accuracy);
   add("error_rate", m.error_rate);
   add(fmt::format("top_{}_accuracy", top_k), m.top_k_accuracy);
+  add("f1", m.f1);
   add("mae", m.mae);
   add("mse", m.mse);
   return text;
@@ -140,6 +180,11 @@ std::vector<EpochMetrics> read_epoch_metrics(const fs::path& output_dir) {
     m.valid_accuracy = number_of(line.value("accuracy", json()));
     m.error_rate = number_of(line.value("error_rate", json()));
     m.top_k_accuracy = number_of(line.value("top_k_accuracy", json()));
+    m.f1 = number_of(line.value("f1", json()));
+    const json class_f1 = line.value("class_f1", json::object());  // items() must not outlive it
+    for (const auto& [name, value] : class_f1.items()) {
+      m.class_f1.emplace_back(name, number_of(value));
+    }
     m.mae = number_of(line.value("mae", json()));
     m.mse = number_of(line.value("mse", json()));
     m.seconds = number_of(line.value("seconds", json()));
@@ -157,19 +202,23 @@ MetricsLog::MetricsLog(const fs::path& output_dir, std::int64_t epochs_done, std
     steps_.push_back(s);
     steps_text += json_line(s);
   }
-  // The per-class scores an epoch's line has (the last epoch of an earlier start, which ended its run then) stay.
-  std::map<std::int64_t, json> per_class;
+  // The extra entries of an epoch's line stay (per_class: the last epoch of an earlier start, which ended its run
+  // then).
+  std::map<std::int64_t, json> extras;
   for (const json& line : read_lines(output_dir / "metrics.jsonl")) {
-    if (line.contains("per_class") && line.value("epoch", json()).is_number_integer()) {
-      per_class[line["epoch"].get<std::int64_t>()] = line["per_class"];
+    if (!line.value("epoch", json()).is_number_integer()) continue;
+    json extra = json::object();
+    for (const auto& [key, value] : line.items()) {
+      if (!written_by_json_line(key)) extra[key] = value;
     }
+    extras[line["epoch"].get<std::int64_t>()] = extra;
   }
   std::string json_text;
   std::string csv_text = kCsvHeader;
   for (const EpochMetrics& m : read_epoch_metrics(output_dir)) {
     if (m.epoch < 1 || m.epoch > epochs_done) continue;
     epochs_.push_back(m);
-    json_text += json_line(m, per_class.count(m.epoch) ? per_class[m.epoch] : json(nullptr));
+    json_text += json_line(m, extras.count(m.epoch) ? extras[m.epoch] : json(nullptr));
     csv_text += csv_line(m);
   }
   write_file_atomic(output_dir / "steps.jsonl", steps_text);
@@ -187,9 +236,9 @@ void MetricsLog::write_step(const StepRecord& record) {
   steps_file_ << json_line(record);
 }
 
-void MetricsLog::write_epoch(const EpochMetrics& metrics, const json& per_class) {
+void MetricsLog::write_epoch(const EpochMetrics& metrics, const json& extra) {
   epochs_.push_back(metrics);
-  json_ << json_line(metrics, per_class);
+  json_ << json_line(metrics, extra);
   csv_ << csv_line(metrics);
   for (std::ofstream* file : {&steps_file_, &json_, &csv_}) {
     file->flush();

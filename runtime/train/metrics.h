@@ -15,6 +15,21 @@
 
 namespace tp::train {
 
+// A value per class, named, in the classes' order.
+using ClassValues = std::vector<std::pair<std::string, double>>;
+
+// How often each class (each label, multi-label) was predicted, was the truth, and both, in a validation.
+struct ClassCounts {
+  std::vector<double> true_positives;
+  std::vector<double> predicted;
+  std::vector<double> actual;
+};
+
+// Each class's F1 (2 TP / (predicted + actual)), NaN for a class neither present nor predicted.
+ClassValues class_f1_scores(const ClassCounts& counts, const std::vector<std::string>& class_names);
+// The mean of the scores that are not NaN (scikit-learn's macro average over the labels it saw); NaN for none.
+double macro_average(const ClassValues& scores);
+
 // Validation metrics are NaN when they do not apply: no validation data, or a metric of the other
 // task (accuracy for regression, MAE for classification), or top-k with k or fewer classes.
 struct EpochMetrics {
@@ -26,6 +41,8 @@ struct EpochMetrics {
   double valid_accuracy = 0;  // classification; multi-label: the mean of the per-label decisions
   double error_rate = 0;      // 1 - valid_accuracy
   double top_k_accuracy = 0;  // single-label classification with more than train.top_k classes
+  double f1 = std::numeric_limits<double>::quiet_NaN();  // classification: the mean F1 over the classes (macro), as scikit-learn's
+  ClassValues class_f1;       // classification: each class's F1, NaN for a class neither present nor predicted
   double mae = 0;             // regression: mean absolute error
   double mse = 0;             // regression: mean squared error
   double seconds = 0;
@@ -59,7 +76,8 @@ nlohmann::json json_number(double value);
 // The records as named values for the sinks (telemetry/sinks.h: TensorBoard's tags), NaN where a metric does not
 // apply. A step: train/loss, train/lr, step_time/step_s and step_time/<part>_s (steps.jsonl's keys). An epoch, at
 // its last step: train/epoch_loss, epoch/epoch, epoch/seconds, epoch/lr, valid/loss, valid/accuracy,
-// valid/error_rate, valid/top_k_accuracy, valid/mae, valid/mse (metrics.jsonl's), and the throughput of all
+// valid/error_rate, valid/top_k_accuracy, valid/f1, valid/f1/<class>, valid/mae, valid/mse (metrics.jsonl's),
+// and the throughput of all
 // ranks, throughput/images_per_s (image data) or throughput/rows_per_s (tables).
 using NamedValues = std::vector<std::pair<std::string, double>>;
 NamedValues step_values(const StepRecord& record);
@@ -78,9 +96,11 @@ class MetricsLog {
  public:
   MetricsLog(const std::filesystem::path& output_dir, std::int64_t epochs_done, std::int64_t steps_done);
   void write_step(const StepRecord& record);
-  // Appends the epoch and flushes every file, so they can be read while training runs. `per_class` (the last
-  // epoch's per-class scores, train/interpretation.h) goes into its metrics.jsonl line when not null.
-  void write_epoch(const EpochMetrics& metrics, const nlohmann::json& per_class = nullptr);
+  // Appends the epoch and flushes every file, so they can be read while training runs. The entries of `extra`
+  // (an object, or null) join its metrics.jsonl line: the last epoch's `per_class` scores
+  // (train/interpretation.h), the `early_stop` verdict of the epoch a run stopped at. Reopened, the log keeps
+  // the extra entries of the lines it keeps.
+  void write_epoch(const EpochMetrics& metrics, const nlohmann::json& extra = nullptr);
   const std::vector<StepRecord>& steps() const { return steps_; }
   const std::vector<EpochMetrics>& epochs() const { return epochs_; }
 

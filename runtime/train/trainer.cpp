@@ -278,6 +278,8 @@ class Fit {
   bool track(const EpochMetrics& m);
   // Rank 0, on a resume: the trackers fed the epochs the resumed checkpoint had trained (metrics.jsonl).
   void replay_trackers();
+  // The lr's reductions on a plateau so far, from rank 0 to the others. Collective.
+  void share_lr_reductions();
   void save_best_model(std::int64_t epoch);
   // After an early stop before the last epoch: interpretation.json of the model as it stopped.
   void interpret_after_early_stop();
@@ -287,6 +289,10 @@ class Fit {
   void write_final_model();
   // What run.json says of early stopping and keep_best.
   void add_tracked(nlohmann::json& record) const;
+  // Rank 0, after an epoch that reduced the lr: what the plateau was and the lr from now on.
+  void log_lr_reduction() const;
+  // Why the run stops early and where (run.json's and metrics.jsonl's `early_stop`), once it does.
+  nlohmann::json early_stop_record() const;
   // The same in words, for the sinks: why the run ended where it did, and which epoch's model model.pt is.
   std::string outcome() const;
   // With `predictions`, validation keeps each sample's (the run's last epoch, for interpretation.json).
@@ -340,6 +346,8 @@ class Fit {
   std::optional<RunMonitor> monitor_;
   std::optional<MetricTracker> early_stop_;  // rank 0, with train.early_stop.patience
   std::optional<MetricTracker> best_;        // rank 0, with checkpoint.keep_best
+  std::optional<LrPlateau> plateau_;  // every rank, with train.reduce_lr_on_plateau.patience; fed on rank 0
+  bool lr_reduced_ = false;           // rank 0: after the epoch tracked last
   std::optional<std::string> early_stop_verdict_;  // rank 0: why the run stops early
   bool stopped_early_ = false;
   Clock::time_point last_checkpoint_ = Clock::now();  // checkpoint.every_minutes counts from here
@@ -378,6 +386,16 @@ Fit::Fit(torch::jit::Module& model, const data::Datasets& data, const spec::Spec
       top_k_(reports_top_k(data.schema, spec.train.top_k) ? spec.train.top_k : 0),
       trace_(communicator.rank()) {
   if (writer_) fs::create_directories(output_dir);
+  // Every rank checks, and fails alike.
+  if (spec.train.early_stop.patience > 0) {
+    check_metric_of_classes("train.early_stop.monitor", spec.train.early_stop.monitor, data.schema.class_names);
+  }
+  check_metric_of_classes("checkpoint.keep_best", spec.checkpoint.keep_best, data.schema.class_names);
+  if (spec.train.reduce_lr_on_plateau.patience > 0) {
+    check_metric_of_classes("train.reduce_lr_on_plateau.monitor", spec.train.reduce_lr_on_plateau.monitor,
+                            data.schema.class_names);
+    plateau_.emplace(spec.train.reduce_lr_on_plateau, peak_lr_);
+  }
   if (writer_ && spec.train.early_stop.patience > 0) {
     early_stop_.emplace("train.early_stop.monitor", spec.train.early_stop.monitor, spec.train.early_stop.mode,
                         spec.train.early_stop.min_delta);
@@ -403,6 +421,7 @@ bool Fit::resume() {
     }
   }
   if (writer_) replay_trackers();
+  if (plateau_) share_lr_reductions();
   stopped_early_ = agreed_by_rank_0(early_stop_verdict_.has_value(), communicator_);
   // A run that already ran its epochs (or stopped early) and wrote its final outputs is complete: it is not
   // done again.
@@ -430,7 +449,15 @@ bool Fit::track(const EpochMetrics& m) {
     early_stop_->add(m);
     early_stop_verdict_ = early_stop_verdict(*early_stop_, spec_.train.early_stop.patience);
   }
+  // A run that stops here trains at no other lr.
+  lr_reduced_ = plateau_ && plateau_->add(m) && !early_stop_verdict_;
   return best;
+}
+
+void Fit::share_lr_reductions() {
+  const std::int64_t on_rank_0 = dist::sum_over_ranks(communicator_, std::vector<std::int64_t>{
+                                                                          writer_ ? plateau_->reductions() : 0})[0];
+  while (plateau_->reductions() < on_rank_0) plateau_->reduce();
 }
 
 FitResult Fit::already_complete() {
@@ -522,10 +549,10 @@ double Fit::lr_at(double epochs_trained) const {
   const auto frozen = static_cast<double>(spec_.train.freeze_epochs);
   if (epochs_trained < frozen) {
     phase.length = frozen;
-    return learning_rate(phase, epochs_trained);
+    return learning_rate(phase, epochs_trained) * (plateau_ ? plateau_->multiplier() : 1.0);
   }
   phase.length = static_cast<double>(spec_.train.epochs) - frozen;
-  return learning_rate(phase, epochs_trained - frozen);
+  return learning_rate(phase, epochs_trained - frozen) * (plateau_ ? plateau_->multiplier() : 1.0);
 }
 
 // The phase follows from the epoch alone, so a resumed run continues in the right one.
@@ -738,7 +765,7 @@ EpochMetrics Fit::measure(const TrainedEpoch& epoch, Predictions* predictions) {
   m.step = position_.step;
   m.lr = epoch.lr;
   m.train_loss = train.count > 0 ? train.loss_sum / train.count : std::nan("");
-  m.valid_loss = m.valid_accuracy = m.error_rate = m.top_k_accuracy = m.mae = m.mse = std::nan("");
+  m.valid_loss = m.valid_accuracy = m.error_rate = m.top_k_accuracy = m.f1 = m.mae = m.mse = std::nan("");
   if (data_.valid && data_.valid->size() > 0) {
     communicator_.set_progress(position_.step, dist::Phase::validate);
     const Totals valid = validate(model_, data_, spec_, communicator_, precision_, device_, predictions);
@@ -746,6 +773,8 @@ EpochMetrics Fit::measure(const TrainedEpoch& epoch, Predictions* predictions) {
     if (data_.schema.classification) {
       m.valid_accuracy = valid.correct / valid.count;
       m.error_rate = 1.0 - m.valid_accuracy;
+      m.class_f1 = class_f1_scores(valid.classes, data_.schema.class_names);
+      m.f1 = macro_average(m.class_f1);
     } else {
       m.mae = valid.absolute_error / valid.count;
       m.mse = m.valid_loss;  // the regression loss is the mean squared error
@@ -796,6 +825,7 @@ void Fit::end_epoch(const TrainedEpoch& epoch) {
   // Every rank checks (the metrics are the same on all) and fails alike when the run does not report them.
   if (spec_.train.early_stop.patience > 0) require_metric("train.early_stop.monitor", spec_.train.early_stop.monitor, m);
   if (spec_.checkpoint.keep_best != "none") require_metric("checkpoint.keep_best", spec_.checkpoint.keep_best, m);
+  if (plateau_) require_metric("train.reduce_lr_on_plateau.monitor", plateau_->tracker().metric(), m);
   const bool best_epoch = writer_ && track(m);
   if (best_epoch) save_best_model(m.epoch);
   if (interpreted) {
@@ -804,7 +834,15 @@ void Fit::end_epoch(const TrainedEpoch& epoch) {
   }
   const std::vector<std::string> bad_files = all_bad_files(*data_.bad_files, communicator_);
   if (writer_) {
-    metrics_->write_epoch(m, per_class_scores(interpretation_));
+    nlohmann::json extra = nlohmann::json::object();
+    if (const nlohmann::json per_class = per_class_scores(interpretation_); !per_class.is_null()) {
+      extra["per_class"] = per_class;
+    }
+    if (early_stop_verdict_) extra["early_stop"] = early_stop_record();
+    if (lr_reduced_) {
+      extra["reduce_lr_on_plateau"] = {{"reductions", plateau_->reductions()}, {"lr_multiplier", plateau_->multiplier()}};
+    }
+    metrics_->write_epoch(m, extra);
     const double per_second =
         epoch.throughput.step_seconds > 0 ? epoch.throughput.samples / epoch.throughput.step_seconds : 0;
     NamedValues values = epoch_values(m, per_second, spec::reads_images(spec_.data.format));
@@ -833,11 +871,23 @@ void Fit::end_epoch(const TrainedEpoch& epoch) {
     if (interpreted) publish(output_dir_ / "interpretation.json");
     publish_sinks();
     if (early_stop_verdict_) spdlog::info("{}", *early_stop_verdict_);
+    if (lr_reduced_) log_lr_reduction();
   }
   monitor_->epoch_done(m);
   result_.last = m;
   ++result_.epochs_run;
   stopped_early_ = agreed_by_rank_0(early_stop_verdict_.has_value(), communicator_);
+  if (plateau_ && agreed_by_rank_0(lr_reduced_, communicator_) && !writer_) plateau_->reduce();
+}
+
+void Fit::log_lr_reduction() const {
+  const spec::LrPlateauSpec& settings = spec_.train.reduce_lr_on_plateau;
+  const MetricTracker& watched = plateau_->tracker();
+  spdlog::info("reduce_lr_on_plateau: {} {:.4g} did not improve by {:g} for {} epoch{} (best {:.4g} at epoch {}): "
+               "the lr is multiplied by {:g} from epoch {} on (x{:g} in all)",
+               watched.metric(), watched.last()->value, settings.min_delta, settings.patience,
+               settings.patience == 1 ? "" : "s", watched.best()->value, watched.best()->epoch, settings.factor,
+               watched.last()->epoch + 1, plateau_->multiplier());
 }
 
 void Fit::interpret_after_early_stop() {
@@ -878,11 +928,13 @@ void Fit::add_tracked(nlohmann::json& record) const {
   if (kept_best_model()) {
     record["best"] = {{"metric", best_->metric()}, {"epoch", best_->best()->epoch}, {"value", best_->best()->value}};
   }
-  if (early_stop_verdict_) {
-    record["early_stop"] = {{"epoch", early_stop_->last()->epoch}, {"monitor", early_stop_->metric()},
-                            {"best_epoch", early_stop_->best()->epoch}, {"best_value", early_stop_->best()->value},
-                            {"reason", *early_stop_verdict_}};
-  }
+  if (early_stop_verdict_) record["early_stop"] = early_stop_record();
+}
+
+nlohmann::json Fit::early_stop_record() const {
+  return {{"epoch", early_stop_->last()->epoch}, {"monitor", early_stop_->metric()},
+          {"best_epoch", early_stop_->best()->epoch}, {"best_value", early_stop_->best()->value},
+          {"reason", *early_stop_verdict_}};
 }
 
 std::string Fit::outcome() const {

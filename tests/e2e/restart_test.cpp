@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -507,6 +509,9 @@ TEST_F(Restarts, EarlyStoppingStopsEveryRankAtOneEpochAndKeepsTheBestModel) {
   EXPECT_EQ(run.at("best").at("metric"), "accuracy") << run.dump(2);
   // The best accuracy of the two epochs (the first on a tie).
   const auto epochs = epoch_records(out);
+  // metrics.jsonl says it too, on the line of the epoch it stopped at.
+  EXPECT_FALSE(epochs[0].contains("early_stop")) << epochs[0].dump();
+  EXPECT_EQ(epochs[1].value("early_stop", nlohmann::json()), run.at("early_stop"));
   const int best = epochs[1].at("accuracy").get<double>() > epochs[0].at("accuracy").get<double>() ? 2 : 1;
   EXPECT_EQ(run.at("best").at("epoch"), best) << run.dump(2);
   const std::vector<fs::path> kept = [&] {
@@ -528,16 +533,35 @@ TEST_F(Restarts, EarlyStoppingStopsEveryRankAtOneEpochAndKeepsTheBestModel) {
 }
 
 // An early stop decided at the run's last epoch: every rank ends alike (the last epoch's end has interpreted the
-// model; no rank validates once more while another does not).
+// model; no rank validates once more while another does not). It watches the F1 of one class, as metrics.jsonl
+// reports it each epoch; a class the data does not have fails the job before it trains, naming the classes.
 TEST_F(Restarts, AnEarlyStopAtTheLastEpochEndsEveryRank) {
   const std::string spec = spec_arguments({}) +
                            " --set train.epochs=2 --set train.early_stop.patience=1 --set train.early_stop.min_delta=10";
   JobStart job(dir_ / "job", 2, 1);
-  const auto pods = job.run(spec);
+  const auto pods = job.run(spec + " --set train.early_stop.monitor=f1:c1");
   ASSERT_EQ(pods[0].exit_code, 0) << all_logs(pods);
   ASSERT_EQ(pods[1].exit_code, 0) << all_logs(pods);
-  EXPECT_NE(pods[0].log.find("stopped at epoch 2:"), std::string::npos) << all_logs(pods);
+  const auto epochs = epoch_records(job.workdir(0) / "out");
+  ASSERT_EQ(epochs.size(), 2u);
+  EXPECT_NE(pods[0].log.find(fmt::format("stopped at epoch 2: f1:c1 {:.4g} did not improve by 10 for 1 epoch; best "
+                                         "{:.4g} at epoch 1",
+                                         epochs[1].at("class_f1").at("c1").get<double>(),
+                                         epochs[0].at("class_f1").at("c1").get<double>())),
+            std::string::npos)
+      << all_logs(pods);
   EXPECT_TRUE(fs::exists(job.workdir(0) / "out/interpretation.json"));
+
+  JobStart wrong(dir_ / "wrong", 2, 1);
+  const auto refused = wrong.run(spec + " --set train.early_stop.monitor=f1:c7");
+  for (const PodResult& pod : refused) {
+    EXPECT_EQ(pod.exit_code, 2) << all_logs(refused);
+    EXPECT_NE(pod.log.find("train.early_stop.monitor = \"f1:c7\": the data has no class 'c7'; its classes are: c0, "
+                           "c1, c2"),
+              std::string::npos)
+        << all_logs(refused);
+    EXPECT_EQ(pod.log.find("epoch 1/2"), std::string::npos) << "refused before training\n" << all_logs(refused);
+  }
 }
 
 // An early-stopped job whose pod is killed without notice and restarted stops after the same epoch as an
@@ -575,6 +599,42 @@ TEST_F(Restarts, AnEarlyStoppedJobKilledAndRestartedStopsAtTheSameEpoch) {
   EXPECT_NE(restarted[0].log.find("resumed from"), std::string::npos) << all_logs(restarted);
   EXPECT_NE(restarted[0].log.find(fmt::format("stopped at epoch {}:", stop_epoch)), std::string::npos)
       << all_logs(restarted);
+  EXPECT_EQ(largest_difference(reference.workdir(0) / "out/model.pt", job.workdir(0) / "out/model.pt"), 0.0)
+      << all_logs(restarted);
+}
+
+// train.reduce_lr_on_plateau on two pods: the lr each epoch trains at follows the run's own validation losses, and
+// a pod killed without notice and both restarted give the model of an uninterrupted run to the last bit: rank 0
+// replays the reductions from metrics.jsonl and rank 1, whose pod has no records, is told them.
+TEST_F(Restarts, TheLrReducedOnAPlateauIsReplayedOnEveryRankAfterAKill) {
+  // No epoch beats the first by 10: after epoch 2, and after each one from then on, the lr halves.
+  const std::string spec = spec_arguments({}) +
+                           " --set train.epochs=6 --set train.schedule=constant"
+                           " --set train.reduce_lr_on_plateau.patience=1 --set train.reduce_lr_on_plateau.min_delta=10"
+                           " --set train.reduce_lr_on_plateau.factor=0.5";
+  JobStart reference(dir_ / "reference", 2, 1);
+  const auto straight = reference.run(spec);
+  ASSERT_EQ(straight[0].exit_code, 0) << all_logs(straight);
+  const auto epochs = epoch_records(reference.workdir(0) / "out");
+  ASSERT_EQ(epochs.size(), 6u);
+  for (std::size_t i = 0; i < epochs.size(); ++i) {
+    EXPECT_DOUBLE_EQ(epochs[i].at("lr").get<double>(), 0.01 * std::pow(0.5, std::max<int>(0, static_cast<int>(i) - 1)))
+        << epochs[i].dump();
+    EXPECT_EQ(epochs[i].contains("reduce_lr_on_plateau"), i >= 1) << epochs[i].dump();
+  }
+  EXPECT_TRUE(std::regex_search(straight[0].log, std::regex("reduce_lr_on_plateau: valid_loss [0-9.e-]+ did not improve "
+                                                            "by 10 for 1 epoch \\(best [0-9.e-]+ at epoch 1\\): the lr "
+                                                            "is multiplied by 0.5 from epoch 3 on \\(x0.5 in all\\)")))
+      << all_logs(straight);
+
+  JobStart job(dir_ / "job", 2, 1);
+  const std::string kill = wait_for(shell_quote(job.log(0).string()), "epoch 4/6:") + "sleep 0.1\nkill -9 -- -$pod1\n";
+  const auto killed = job.run(spec, kill);
+  EXPECT_EQ(killed[1].exit_code, 137) << all_logs(killed);
+  const auto restarted = job.run(spec);
+  ASSERT_EQ(restarted[0].exit_code, 0) << all_logs(restarted);
+  ASSERT_EQ(restarted[1].exit_code, 0) << all_logs(restarted);
+  EXPECT_NE(restarted[0].log.find("resumed from"), std::string::npos) << all_logs(restarted);
   EXPECT_EQ(largest_difference(reference.workdir(0) / "out/model.pt", job.workdir(0) / "out/model.pt"), 0.0)
       << all_logs(restarted);
 }

@@ -185,6 +185,10 @@ TEST(Spec, EarlyStoppingIsATableInsideTrainAndKeepBestAMetric) {
   EXPECT_EQ(loaded.spec.checkpoint.every_steps, 50);
   EXPECT_EQ(loaded.origins.at("train.early_stop.patience"), "train.toml:12:1");
   EXPECT_EQ(loaded.origins.at("train.early_stop.mode"), "--set");
+  // The F1 over the classes, or of one class by its name (checked against the data's classes when it is read).
+  EXPECT_EQ(load_string(kMinimal, {"train.early_stop.monitor=f1"}, "t").spec.train.early_stop.monitor, "f1");
+  EXPECT_EQ(load_string(kMinimal, {"checkpoint.keep_best=f1:tabby cat"}, "t").spec.checkpoint.keep_best,
+            "f1:tabby cat");
   // The resolved spec, as `trainpoint check` prints it, reads back the same.
   const auto again = load_string(describe(loaded), {}, "described.toml").spec;
   EXPECT_EQ(again.train.early_stop.patience, 3);
@@ -194,12 +198,15 @@ TEST(Spec, EarlyStoppingIsATableInsideTrainAndKeepBestAMetric) {
 TEST(Spec, EarlyStoppingsMistakesNameTheKeyAndWhere) {
   EXPECT_EQ(load_error(std::string(kMinimal) + "\n[train.early_stop]\npatience = 3\npatients = 2\n"),
             "train.toml:10:1: unknown key 'train.early_stop.patients' (did you mean 'train.early_stop.patience'?)");
-  EXPECT_EQ(load_error(std::string(kMinimal) + "\n[train.early_stop]\nmonitor = \"f1\"\n"),
-            "train.toml:9:11: train.early_stop.monitor: 'f1' is not one of: valid_loss, accuracy, error_rate, "
-            "top_k_accuracy, mae, mse, train_loss");
+  EXPECT_EQ(load_error(std::string(kMinimal) + "\n[train.early_stop]\nmonitor = \"f1:\"\n"),
+            "train.toml:9:11: train.early_stop.monitor: 'f1:' is not one of: valid_loss, accuracy, error_rate, "
+            "top_k_accuracy, f1, f1:<class>, mae, mse, train_loss");
   EXPECT_EQ(load_error(std::string(kMinimal) + "\n[train.early_stop]\npatience = 2\nmonitor = \"mae\"\n"),
             "train.toml:10:1: train.early_stop.monitor: a classification run does not report mae (data.task, "
-            "default): use valid_loss, accuracy or error_rate");
+            "default): use valid_loss, accuracy, error_rate or f1");
+  EXPECT_NE(load_error(kMinimal, {"checkpoint.keep_best=f1:cat", "data.task=regression"})
+                .find("--set: checkpoint.keep_best: a regression run does not report f1:cat"),
+            std::string::npos);
   EXPECT_NE(load_error(kMinimal, {"checkpoint.keep_best=accuracy", "data.task=regression"})
                 .find("--set: checkpoint.keep_best: a regression run does not report accuracy"),
             std::string::npos);

@@ -78,6 +78,9 @@ Curves expected_curves(const fs::path& output) {
     add("valid/top_k_accuracy", at, epoch["top_k_accuracy"]);
     add("valid/mae", at, epoch["mae"]);
     add("valid/mse", at, epoch["mse"]);
+    add("valid/f1", at, epoch["f1"]);
+    const json class_f1 = epoch.value("class_f1", json::object());  // items() must not outlive it
+    for (const auto& [name, value] : class_f1.items()) add("valid/f1/" + name, at, value);
     // The last epoch's per-class scores (train/interpretation.h).
     const json per_class = epoch.value("per_class", json::object());  // items() must not outlive it
     for (const auto& [name, scores] : per_class.items()) {

@@ -2,13 +2,13 @@
 
 Usage: check_interpretation.py INTERPRETATION.json
 Prints one JSON object: what scikit-learn computes ("confusion_matrix", "precision", "recall", "f1",
-"support", in class order) and the largest difference from the file's values ("max_difference"); the test
+"support", in class order; "macro_f1", the mean F1 over the classes present or predicted) and the largest difference from the file's values ("max_difference"); the test
 compares them.
 """
 import json
 import sys
 
-from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
+from sklearn.metrics import confusion_matrix, f1_score, precision_recall_fscore_support
 
 
 def main():
@@ -33,6 +33,7 @@ def main():
         "precision": precision.tolist(),
         "recall": recall.tolist(),
         "f1": f1.tolist(),
+        "macro_f1": f1_score(actual, predicted, average="macro"),
         "max_difference": difference,
     }))
 

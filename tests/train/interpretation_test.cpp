@@ -48,6 +48,30 @@ std::vector<json> read_lines(const fs::path& file) {
   return lines;
 }
 
+// What scikit-learn computes from interpretation.json's own predictions (check_interpretation.py).
+json scikit_learns_scores(const fs::path& interpretation) {
+  const auto checked = testing::run_command(
+      testing::shell_quote(testing::tools_python()) + " " +
+      testing::shell_quote(testing::source_dir() + "/tests/train/check_interpretation.py") + " " +
+      testing::shell_quote(interpretation.string()));
+  if (checked.exit_code != 0) {
+    ADD_FAILURE() << checked.output << "\n(scikit-learn comes from scripts/install-python-tools)";
+    return json::object();
+  }
+  return json::parse(checked.output.substr(checked.output.find('{')));
+}
+
+// The last epoch's F1 in metrics.jsonl (summed over ranks during validation) equals scikit-learn's from the
+// gathered predictions of the same model: the macro average and each class's.
+void expect_epoch_f1_as_sklearn(const json& last_epoch, const json& interpretation, const json& sklearn) {
+  ASSERT_TRUE(sklearn.contains("macro_f1")) << sklearn.dump();
+  EXPECT_NEAR(last_epoch["f1"].get<double>(), sklearn["macro_f1"].get<double>(), 1e-12) << last_epoch.dump();
+  for (std::size_t c = 0; c < interpretation["classes"].size(); ++c) {
+    const std::string name = interpretation["classes"][c];
+    EXPECT_NEAR(last_epoch["class_f1"][name].get<double>(), sklearn["f1"][c].get<double>(), 1e-12) << name;
+  }
+}
+
 // The files directly in `dir`, sorted.
 std::vector<fs::path> files_in(const fs::path& dir) {
   std::vector<fs::path> files;
@@ -155,12 +179,8 @@ TEST(Interpretation, MislabelledImagesAreTheTopLossesAndTheirPairTheMostConfused
 
   // Every validation sample once, with its prediction; the matrix and the scores as scikit-learn computes them.
   EXPECT_EQ(interpretation["predictions"].size(), 60u);
-  const auto checked = testing::run_command(
-      testing::shell_quote(testing::tools_python()) + " " +
-      testing::shell_quote(testing::source_dir() + "/tests/train/check_interpretation.py") + " " +
-      testing::shell_quote((dir / "out/interpretation.json").string()));
-  ASSERT_EQ(checked.exit_code, 0) << checked.output << "\n(scikit-learn comes from scripts/install-python-tools)";
-  const json sklearn = json::parse(checked.output.substr(checked.output.find('{')));
+  const json sklearn = scikit_learns_scores(dir / "out/interpretation.json");
+  expect_epoch_f1_as_sklearn(read_lines(dir / "out/metrics.jsonl").back(), interpretation, sklearn);
   EXPECT_EQ(interpretation["confusion_matrix"], sklearn["confusion_matrix"]);
   EXPECT_LT(sklearn["max_difference"].get<double>(), 1e-12);
   for (std::size_t c = 0; c < 3; ++c) {
@@ -241,6 +261,8 @@ TEST(Interpretation, OnTwoRanksEveryValidationSampleIsCountedOnce) {
   EXPECT_EQ(support, 59);
   ASSERT_EQ(interpretation["top_losses"].size(), 12u);
   for (const json& t : interpretation["top_losses"]) EXPECT_TRUE(t.contains("thumbnail")) << t["sample"];
+  expect_epoch_f1_as_sklearn(read_lines(dir / "out/metrics.jsonl").back(), interpretation,
+                             scikit_learns_scores(dir / "out/interpretation.json"));
 }
 
 // A regression: every validation sample's prediction, residual = actual - predicted, and the scatter plots.
@@ -277,6 +299,7 @@ TEST(Interpretation, RegressionGivesPredictedAgainstActualAndTheResiduals) {
     EXPECT_EQ(p["sample"].get<std::string>().rfind("rows.csv:", 0), 0u);
   }
   EXPECT_FALSE(read_lines(dir / "out/metrics.jsonl").back().contains("per_class"));
+  EXPECT_TRUE(read_lines(dir / "out/metrics.jsonl").back()["f1"].is_null()) << "no F1 for a regression";
   std::ifstream report_file(dir / "out/report.html");
   std::stringstream report;
   report << report_file.rdbuf();

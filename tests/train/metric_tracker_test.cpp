@@ -74,5 +74,74 @@ TEST(MetricTracker, AMetricTheRunDoesNotReportIsAUsageErrorNamingTheSettingAndWh
   EXPECT_DOUBLE_EQ(require_metric("checkpoint.keep_best", "error_rate", epoch_with(2, 0.1, 0.75)), 0.25);
 }
 
+TEST(MetricTracker, F1ImprovesUpwardsAndOneClassIsWatchedByItsName) {
+  auto with_f1 = [](std::int64_t epoch, double cat, double dog) {
+    EpochMetrics m = epoch_with(epoch, 0.5, 0.5);
+    m.class_f1 = {{"cat", cat}, {"dog", dog}};
+    m.f1 = macro_average(m.class_f1);
+    return m;
+  };
+  MetricTracker mean("train.early_stop.monitor", "f1", spec::MetricMode::automatic, 0.0);
+  MetricTracker dog("checkpoint.keep_best", "f1:dog", spec::MetricMode::automatic, 0.0);
+  EXPECT_TRUE(mean.add(with_f1(1, 0.5, 0.5)));
+  EXPECT_TRUE(dog.add(with_f1(1, 0.5, 0.5)));
+  EXPECT_TRUE(mean.add(with_f1(2, 0.9, 0.3)));  // the mean rises, the dogs fall
+  EXPECT_FALSE(dog.add(with_f1(2, 0.9, 0.3)));
+  EXPECT_TRUE(dog.add(with_f1(3, 0.2, 0.7)));
+  EXPECT_EQ(dog.best()->epoch, 3);
+  EXPECT_DOUBLE_EQ(dog.best()->value, 0.7);
+  EXPECT_EQ(mean.best()->epoch, 2);
+  try {
+    dog.add(with_f1(4, 0.9, std::nan("")));
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("epoch 4 reported no f1:dog (the class was neither in the validation "
+                                             "data nor predicted)"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+// fastai's ReduceLROnPlateau: `patience` epochs without improvement reduce the lr, the count starts again, the
+// best value stays, and min_lr is a floor.
+TEST(LrPlateau, ReducesAfterPatienceEpochsWithoutImprovementDownToMinLr) {
+  spec::LrPlateauSpec settings{2, "valid_loss", spec::MetricMode::automatic, 0.01, 0.5, 0.0};
+  LrPlateau plateau(settings, 0.1);
+  const std::vector<double> losses{1.0, 0.9, 0.895, 0.899, 0.85, 0.86, 0.87, 0.88, 0.89, 0.7};
+  std::vector<std::int64_t> reduced_after;
+  for (std::size_t i = 0; i < losses.size(); ++i) {
+    if (plateau.add(epoch_with(static_cast<std::int64_t>(i + 1), losses[i], 0.5))) reduced_after.push_back(i + 1);
+  }
+  // Epochs 3 and 4 do not beat 0.9 by 0.01; 5 does; 6 and 7, then 8 and 9 do not (against 0.85).
+  EXPECT_EQ(reduced_after, (std::vector<std::int64_t>{4, 7, 9}));
+  EXPECT_EQ(plateau.reductions(), 3);
+  EXPECT_DOUBLE_EQ(plateau.multiplier(), 0.125);
+  EXPECT_EQ(plateau.tracker().best()->epoch, 10);
+
+  settings.min_lr = 0.03;  // the peak lr 0.1 goes to 0.05, then stops at 0.03
+  LrPlateau floored(settings, 0.1);
+  for (std::int64_t epoch = 1; epoch <= 9; ++epoch) floored.add(epoch_with(epoch, 1.0, 0.5));
+  EXPECT_EQ(floored.reductions(), 2);
+  EXPECT_DOUBLE_EQ(floored.multiplier(), 0.3);
+
+  // Another rank takes rank 0's reductions as they are told.
+  LrPlateau told(settings, 0.1);
+  told.reduce();
+  EXPECT_DOUBLE_EQ(told.multiplier(), 0.5);
+}
+
+TEST(MetricTracker, AClassTheDataDoesNotHaveIsNamedWithTheClassesItHas) {
+  EXPECT_NO_THROW(check_metric_of_classes("train.early_stop.monitor", "f1:dog", {"cat", "dog"}));
+  EXPECT_NO_THROW(check_metric_of_classes("train.early_stop.monitor", "accuracy", {"cat", "dog"}));
+  try {
+    check_metric_of_classes("checkpoint.keep_best", "f1:dgo", {"cat", "dog"});
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::usage);
+    EXPECT_EQ(std::string(error.what()),
+              "checkpoint.keep_best = \"f1:dgo\": the data has no class 'dgo'; its classes are: cat, dog");
+  }
+}
+
 }  // namespace
 }  // namespace tp::train

@@ -389,7 +389,7 @@ TEST(MetricsLog, ReopeningKeepsOnlyTheRecordsUpToTheResumePoint) {
   EXPECT_EQ(lines_of(dir / "metrics.jsonl").size(), 3u);
   const auto csv = lines_of(dir / "metrics.csv");
   ASSERT_EQ(csv.size(), 4u);
-  EXPECT_EQ(csv[0], "epoch,step,lr,train_loss,valid_loss,accuracy,error_rate,top_k_accuracy,mae,mse,seconds");
+  EXPECT_EQ(csv[0], "epoch,step,lr,train_loss,valid_loss,accuracy,error_rate,top_k_accuracy,mae,mse,seconds,f1");
   EXPECT_EQ(json::parse(lines_of(dir / "metrics.jsonl")[0])["mae"], nullptr);
 
   // Resumed from the checkpoint after epoch 1 and 2 more steps: the later records go.
@@ -409,6 +409,45 @@ TEST(MetricsLog, ReopeningKeepsOnlyTheRecordsUpToTheResumePoint) {
   EXPECT_TRUE(lines_of(dir / "steps.jsonl").empty());
 }
 
+TEST(MetricsLog, AnEpochsF1AndExtraEntriesAreReadBackAndKeptWhenReopened) {
+  testing::TempDir dir;
+  const SampleRun run = sample_run(2, 2);
+  EpochMetrics first = run.epochs[0];
+  first.class_f1 = {{"cat", 0.8}, {"dog", 0.0}, {"newt", std::nan("")}};
+  first.f1 = macro_average(first.class_f1);
+  const json stop = {{"early_stop", {{"epoch", 2}, {"reason", "stopped at epoch 2: ..."}}}};
+  {
+    MetricsLog log(dir.path(), 0, 0);
+    log.write_epoch(first);
+    log.write_epoch(run.epochs[1], stop);
+  }
+  // Reopened to resume after epoch 2: both lines as they were, the second with its verdict.
+  const std::vector<std::string> before = lines_of(dir / "metrics.jsonl");
+  MetricsLog reopened(dir.path(), 2, 4);
+  EXPECT_EQ(lines_of(dir / "metrics.jsonl"), before);
+  const json second = json::parse(before.at(1));
+  EXPECT_EQ(second["early_stop"], stop["early_stop"]);
+  const json line = json::parse(before.at(0));
+  EXPECT_DOUBLE_EQ(line["f1"].get<double>(), 0.4) << "the mean over the classes seen: cat and dog";
+  EXPECT_TRUE(line["class_f1"]["newt"].is_null());
+  ASSERT_EQ(reopened.epochs().size(), 2u);
+  EXPECT_DOUBLE_EQ(reopened.epochs()[0].f1, 0.4);
+  EXPECT_EQ(reopened.epochs()[0].class_f1.size(), 3u);
+  EXPECT_TRUE(std::isnan(reopened.epochs()[1].f1)) << "an epoch without F1";
+  EXPECT_EQ(lines_of(dir / "metrics.csv").at(1).substr(lines_of(dir / "metrics.csv").at(1).rfind(',')), ",0.4");
+}
+
+TEST(MetricsLog, ClassF1IsTwiceTheTruePositivesOverPredictedPlusActual) {
+  const ClassValues scores = class_f1_scores({{2, 0, 0, 5}, {3, 1, 0, 5}, {2, 2, 0, 6}}, {"a", "b", "c", "d"});
+  ASSERT_EQ(scores.size(), 4u);
+  EXPECT_DOUBLE_EQ(scores[0].second, 0.8);
+  EXPECT_DOUBLE_EQ(scores[1].second, 0.0) << "predicted once, wrongly; present twice, never found";
+  EXPECT_TRUE(std::isnan(scores[2].second)) << "neither present nor predicted";
+  EXPECT_DOUBLE_EQ(scores[3].second, 10.0 / 11.0);
+  EXPECT_DOUBLE_EQ(macro_average(scores), (0.8 + 0.0 + 10.0 / 11.0) / 3);
+  EXPECT_TRUE(std::isnan(macro_average({{"a", std::nan("")}})));
+}
+
 TEST(MetricsLog, ValidationSummaryNamesOnlyTheMetricsThatApply) {
   EpochMetrics m;
   m.valid_loss = 0.5;
@@ -418,6 +457,10 @@ TEST(MetricsLog, ValidationSummaryNamesOnlyTheMetricsThatApply) {
   m.mae = m.mse = std::nan("");
   EXPECT_EQ(describe_validation(m, 5),
             "valid_loss 0.5000 accuracy 0.8000 error_rate 0.2000 top_5_accuracy 0.9500");
+  m.f1 = 0.75;
+  EXPECT_EQ(describe_validation(m, 5),
+            "valid_loss 0.5000 accuracy 0.8000 error_rate 0.2000 top_5_accuracy 0.9500 f1 0.7500");
+  m.f1 = std::nan("");
   m.valid_accuracy = m.error_rate = m.top_k_accuracy = std::nan("");
   m.mae = 0.3;
   m.mse = 0.5;

@@ -283,7 +283,7 @@ TEST(Trainer, AccumulatingTwoHalfBatchesEqualsOneFullBatch) {
   std::ifstream csv(dir / "full/metrics.csv");
   std::string header;
   std::getline(csv, header);
-  EXPECT_EQ(header, "epoch,step,lr,train_loss,valid_loss,accuracy,error_rate,top_k_accuracy,mae,mse,seconds");
+  EXPECT_EQ(header, "epoch,step,lr,train_loss,valid_loss,accuracy,error_rate,top_k_accuracy,mae,mse,seconds,f1");
 }
 
 TEST(Trainer, TopKAccuracyIsReportedWithMoreClassesThanK) {
