@@ -69,17 +69,21 @@ struct DataFiles {
 };
 
 // A local --data as it is. An s3:// one listed once: its objects downloaded under `directory` as this rank
-// predicts them, except a table's, whose one CSV is downloaded before it is read.
+// predicts them, except a table's, whose one CSV is downloaded before it is read. The images an image model's
+// CSV lists are beside it: an s3:// CSV is read from the listing of its folder.
 DataFiles data_files(const storage::PredictRequest& request, const data::Schema& schema, const fs::path& directory) {
+  const bool table = !schema.feature_names.empty();
+  const bool image_csv = !table && fs::path(request.data).extension() == ".csv";
+  const std::string listed = image_csv ? request.data.substr(0, request.data.rfind('/') + 1) : request.data;
   DataFiles data;
-  data.remote = storage::remote_data(request.data, request.connection, directory);
+  data.remote = storage::remote_data(listed, request.connection, directory);
   if (!data.remote) {
     data.path = fs::absolute(request.data);
     data.store = data::local_files();
     return data;
   }
-  if (!schema.feature_names.empty()) data.remote->fetch(data.remote->files());
-  data.path = data.remote->path();
+  if (table) data.remote->fetch(data.remote->files());
+  data.path = image_csv ? data.remote->path() / fs::path(request.data).filename() : data.remote->path();
   data.store = std::make_shared<RemoteFiles>(data.remote);
   return data;
 }

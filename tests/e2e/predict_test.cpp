@@ -236,8 +236,9 @@ std::set<std::string> downloaded_images(const fs::path& workdir, const std::stri
   return images;
 }
 
-// Two pods on s3:// images, in class folders and listed in a CSV: each downloads only the images of its own
-// parts, and together they write every sample once, the file one process writes from local disk.
+// Two pods on s3:// images, in class folders and listed in a CSV (named by its folder or itself): each downloads
+// only the images of its own parts, and together they write every sample once, the file one process writes from
+// local disk.
 TEST_F(Predict, TwoPodsOnS3ImagesDownloadOnlyTheImagesOfTheirOwnParts) {
   testing::S3Server server;
   testing::TempDir dir;
@@ -254,30 +255,31 @@ TEST_F(Predict, TwoPodsOnS3ImagesDownloadOnlyTheImagesOfTheirOwnParts) {
   // 36 samples in parts of 5: rank 0 predicts parts 0, 2, 4 and 6 (20 samples), rank 1 parts 1, 3, 5 and 7 (16).
   std::set<std::string> owned[2];
   for (std::size_t row = 1; row < one.size(); ++row) owned[(row - 1) / 5 % 2].insert(one[row][0]);
-  for (const std::string folder : {"valid", "listed"}) {
-    SCOPED_TRACE(folder);
+  const std::pair<std::string, std::string> sources[] = {{"valid", "valid"}, {"listed", "listed"},
+                                                         {"listed/images.csv", "listed"}};
+  for (std::size_t source = 0; source < std::size(sources); ++source) {
+    const auto& [data, folder] = sources[source];
+    SCOPED_TRACE(data);
+    const auto name = [&](int rank) { return fmt::format("{}-{}", source, rank); };
     const auto rank = [&](int rank) {
-      return "(" + predict(dir.path(), "--model " + model() + " --data " + bucket + "/" + folder +
-                                           " --part-size 5 --out " + bucket + "/scores/" + folder + ".csv --workdir " +
-                                           fmt::format("{}-{}", folder, rank),
+      return "(" + predict(dir.path(), "--model " + model() + " --data " + bucket + "/" + data + " --part-size 5 " +
+                                           "--out " + bucket + fmt::format("/scores/{}.csv --workdir ", source) +
+                                           name(rank),
                            s3_env + fmt::format(" RANK={} WORLD_SIZE=2", rank)) +
-             fmt::format(") > {}-{}.log 2>&1", folder, rank);
+             ") > " + name(rank) + ".log 2>&1";
     };
     const auto both = run_command("cd " + shell_quote(dir.path().string()) + " || exit 1; " + rank(0) + " & " +
                                   rank(1) + "; one=$?; wait $! && test $one = 0");
-    ASSERT_EQ(both.exit_code, 0) << testing::read_text(dir / (folder + "-0.log"))
-                                 << testing::read_text(dir / (folder + "-1.log"));
-    for (const int r : {0, 1}) {
-      EXPECT_EQ(downloaded_images(dir / fmt::format("{}-{}", folder, r), folder), owned[r]) << "rank " << r;
-    }
+    const std::string log1 = testing::read_text(dir / (name(1) + ".log"));
+    ASSERT_EQ(both.exit_code, 0) << testing::read_text(dir / (name(0) + ".log")) << log1;
+    for (const int r : {0, 1}) EXPECT_EQ(downloaded_images(dir / name(r), folder), owned[r]) << "rank " << r;
     const int csv = folder == "listed";  // the CSV, which every rank reads
-    EXPECT_NE(testing::read_text(dir / (folder + "-1.log"))
-                  .find(fmt::format("rank 1 downloaded {} of the {} objects", 16 + csv, 36 + csv)),
-              std::string::npos)
-        << testing::read_text(dir / (folder + "-1.log"));
-    run_checked("env " + s3_env + " " + testing::trainpoint_binary() + " s3 cp " + bucket + "/scores/" + folder +
-                ".csv " + (dir / (folder + ".csv")).string());
-    EXPECT_EQ(testing::read_text(dir / (folder + ".csv")), testing::read_text(dir / "one.csv"));
+    EXPECT_NE(log1.find(fmt::format("rank 1 downloaded {} of the {} objects", 16 + csv, 36 + csv)), std::string::npos)
+        << log1;
+    const fs::path written = dir / fmt::format("{}.csv", source);
+    run_checked("env " + s3_env + " " + testing::trainpoint_binary() + " s3 cp " + bucket +
+                fmt::format("/scores/{}.csv ", source) + written.string());
+    EXPECT_EQ(testing::read_text(written), testing::read_text(dir / "one.csv"));
   }
 }
 
