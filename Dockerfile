@@ -22,8 +22,9 @@
 
 ARG BINARY_FROM=source
 ARG TORCH_FROM=pypi
-# The gpu image's Python packages: PyTorch's CUDA 13.0 build pulls NVIDIA's runtime wheels.
-ARG TORCH_PACKAGES="torch==2.11.0 numpy==2.4.6"
+# The gpu image's Python packages: PyTorch's CUDA 13.0 build pulls NVIDIA's runtime wheels; onnx for
+# `trainpoint export --onnx` (torch.onnx writes through it).
+ARG TORCH_PACKAGES="torch==2.11.0 numpy==2.4.6 onnx==1.23.2"
 
 # ---- Debian 13's ISA-L (scripts/deps/debian13-on-12.txt), for every stage below -------------------------
 # Downloaded and checked against its SHA-256 once; the build stages install libisal-dev from here, the final

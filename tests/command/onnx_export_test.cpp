@@ -1,5 +1,7 @@
 // `trainpoint export --onnx` (runtime/command/onnx_export.h) as a user runs it, on a model trainpoint trained:
-// Debian's torch and onnx export it, ONNX Runtime from PyPI (scripts/install-python-tools) runs it.
+// the torch and onnx of the LibTorch under test export it (Debian's on the main line, as in the cpu image; the
+// wheel's venv on the wheel line, as the gpu image's /opt/venv), ONNX Runtime from PyPI
+// (scripts/install-python-tools) runs it.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +13,9 @@ namespace tp {
 namespace {
 
 namespace fs = std::filesystem;
+
+// A Python whose torch is the LibTorch under test, with onnx (tests/CMakeLists.txt).
+const std::string kTorchPython = TP_TORCH_PYTHON;
 using testing::run_checked;
 using testing::run_command;
 using testing::shell_quote;
@@ -28,13 +33,13 @@ std::string trained_model(const testing::TempDir& dir) {
   return (dir / "out" / "model.pt").string();
 }
 
-// `trainpoint export --onnx` through Debian's torch and onnx; ONNX Runtime (PyPI) runs the file on a batch of
+// `trainpoint export --onnx` through the torch and onnx of the LibTorch under test; ONNX Runtime (PyPI) runs the file on a batch of
 // another size than the export's and gives the outputs LibTorch gives, and the metadata names the classes.
 TEST(OnnxExport, RunsInOnnxRuntimeAsInLibTorchWithTheClassesInItsMetadata) {
   testing::TempDir dir;
   const std::string model = trained_model(dir);
   const auto exported = run_command("cd " + shell_quote(dir.path().string()) + " && " + testing::trainpoint_binary() +
-                                    " export --model " + model + " --onnx shapes.onnx --python /usr/bin/python3");
+                                    " export --model " + model + " --onnx shapes.onnx --python " + kTorchPython);
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
   const std::string reference = R"(
 import sys, numpy, torch
@@ -57,7 +62,7 @@ print(json.dumps({"worst": float(abs(outputs - numpy.load("outputs.npy")).max())
   testing::write_text(dir / "reference.py", reference);
   testing::write_text(dir / "check.py", check);
   const std::string in_dir = "cd " + shell_quote(dir.path().string()) + " && ";
-  run_checked(in_dir + "/usr/bin/python3 reference.py " + model);
+  run_checked(in_dir + kTorchPython + " reference.py " + model);
   const auto result = nlohmann::json::parse(run_checked(in_dir + testing::tools_python() + " check.py"));
   EXPECT_LT(result.at("worst").get<double>(), 1e-4) << result;
   EXPECT_EQ(result.at("shape"), nlohmann::json::parse("[5, 3]"));
@@ -72,8 +77,8 @@ print(json.dumps({"worst": float(abs(outputs - numpy.load("outputs.npy")).max())
                             " --onnx other.onnx --python " + testing::tools_python());
   EXPECT_EQ(failed.exit_code, 9) << failed.output;
   EXPECT_NE(failed.output.find("export --onnx needs torch and onnx in this Python"), std::string::npos) << failed.output;
-  run_checked(in_dir + "/usr/bin/python3 -c " + shell_quote("import torch; torch.jit.script(torch.nn.Linear(3, 2)).save('plain.pt')"));
-  failed = run_command(in_dir + testing::trainpoint_binary() + " export --model plain.pt --onnx other.onnx --python /usr/bin/python3");
+  run_checked(in_dir + kTorchPython + " -c " + shell_quote("import torch; torch.jit.script(torch.nn.Linear(3, 2)).save('plain.pt')"));
+  failed = run_command(in_dir + testing::trainpoint_binary() + " export --model plain.pt --onnx other.onnx --python " + kTorchPython);
   EXPECT_EQ(failed.exit_code, 6) << failed.output;
   EXPECT_NE(failed.output.find("the model does not say how its input is made"), std::string::npos) << failed.output;
   EXPECT_FALSE(fs::exists(dir / "other.onnx"));
