@@ -619,7 +619,7 @@ int execute(const cli::Options& options) {
     case cli::Command::predict: return predict_command(options.predict);
     case cli::Command::export_model: return export_command(options.export_model);
     case cli::Command::run:
-      return notifications::run_and_notify(options, speaks_for_job(),
+      return notifications::run_and_notify(speaks_for_job(),
                                            [&](notifications::RunDescription& described) { return run(options, described); });
     case cli::Command::preflight: return preflight_command(options);
     case cli::Command::render_job: return render_job(options);

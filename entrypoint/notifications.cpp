@@ -19,7 +19,8 @@ std::vector<std::pair<std::string, double>> reported_metrics(const train::EpochM
   std::vector<std::pair<std::string, double>> reported{{"epoch", static_cast<double>(epoch.epoch)}};
   for (const auto& [name, value] : {std::pair{"train_loss", epoch.train_loss}, {"valid_loss", epoch.valid_loss},
                                     {"accuracy", epoch.valid_accuracy}, {"error_rate", epoch.error_rate},
-                                    {"top_k_accuracy", epoch.top_k_accuracy}, {"mae", epoch.mae}, {"mse", epoch.mse}}) {
+                                    {"top_k_accuracy", epoch.top_k_accuracy}, {"f1", epoch.f1}, {"mae", epoch.mae},
+                                    {"mse", epoch.mse}}) {
     if (!std::isnan(value)) reported.emplace_back(name, value);
   }
   return reported;
@@ -68,7 +69,7 @@ std::unique_ptr<telemetry::StallNotifier> watch_stalls(const cli::Options& optio
       std::chrono::seconds(spec.dist.heartbeat_s), std::chrono::seconds(spec.dist.stall_s));
 }
 
-int run_and_notify(const cli::Options& options, bool speaks_for_job, const std::function<int(RunDescription&)>& run) {
+int run_and_notify(bool speaks_for_job, const std::function<int(RunDescription&)>& run) {
   RunDescription described;
   if (!speaks_for_job) return run(described);
   telemetry::JobOutcome& outcome = described.outcome;

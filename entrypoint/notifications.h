@@ -40,6 +40,6 @@ std::unique_ptr<telemetry::StallNotifier> watch_stalls(const cli::Options& optio
 // epoch's metrics, or a failure of the permanent class (a retryable one restarts the pod). Before the spec has
 // loaded, [notify]'s defaults hold (the webhook of the pod's Secret).
 // `speaks_for_job`: this process is the pod of node rank 0 (its launcher, or its only process).
-int run_and_notify(const cli::Options& options, bool speaks_for_job, const std::function<int(RunDescription&)>& run);
+int run_and_notify(bool speaks_for_job, const std::function<int(RunDescription&)>& run);
 
 }  // namespace tp::notifications

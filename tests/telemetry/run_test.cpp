@@ -203,6 +203,7 @@ TEST_F(WatchedRun, AFinishedRunIsToldToTheWebhookOnceWithItsLastEpochsMetrics) {
   EXPECT_EQ(body["metrics"]["epoch"], 2);
   EXPECT_DOUBLE_EQ(body["metrics"]["valid_loss"].get<double>(), epoch["valid_loss"].get<double>());
   EXPECT_DOUBLE_EQ(body["metrics"]["accuracy"].get<double>(), epoch["accuracy"].get<double>());
+  EXPECT_DOUBLE_EQ(body["metrics"]["f1"].get<double>(), epoch["f1"].get<double>());
   EXPECT_NE(result.output.find("told http://127.0.0.1:"), std::string::npos) << result.output;
   EXPECT_EQ(result.output.find(testing::WebhookReceiver::kSecret), std::string::npos) << result.output;
   EXPECT_TRUE(receiver.rejected().empty());
