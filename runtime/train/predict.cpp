@@ -201,24 +201,6 @@ PartResult predict_part(torch::jit::Module& model, const data::PredictionInputs&
   return result;
 }
 
-// The model as it runs here: on the CPU frozen and optimized for inference, as torch.jit.optimize_for_inference
-// does (batch norm folded into the convolutions, oneDNN's prepacked convolutions: ResNet-18's predictions take
-// about 10% less CPU time, docs/benchmarks.md "Predictions"); elsewhere, and for a model those passes refuse, as
-// it is. The graph executor optimizes again, as training does not want (model.h): LibTorch 1.13 runs a frozen
-// graph only then, and an inference graph does not change between calls.
-torch::jit::Module runnable(torch::jit::Module& model, c10::Device device) {
-  model.to(device);
-  model.eval();
-  if (!device.is_cpu()) return model;
-  torch::jit::setGraphExecutorOptimize(true);
-  try {
-    return torch::jit::optimize_for_inference(model);
-  } catch (const c10::Error& error) {
-    spdlog::warn("the model runs as it is, not optimized for inference: {}", error.what_without_backtrace());
-    return model;
-  }
-}
-
 void log_summary(const PredictionTally& tally, const data::Schema& schema, const std::string& out) {
   std::string measure;
   if (tally.labelled > 0 && schema.classification && !schema.multi_label) {
@@ -254,8 +236,9 @@ int predict(const storage::PredictRequest& request, int rank, int world_size) {
 
   const c10::Device device = torch::cuda::is_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
   model::configure_process_for_training();
-  torch::jit::Module ready = runnable(model, device);
-  torch::NoGradGuard no_grad;
+  model.to(device);
+  model.eval();
+  c10::InferenceMode inference;  // no autograd at all, not only no gradients
   const BatchReader reader(schema, layout);
   const std::vector<bool> written = parts.written();
   std::size_t skipped = 0;
@@ -267,7 +250,7 @@ int predict(const storage::PredictRequest& request, int rank, int world_size) {
     const auto started = std::chrono::steady_clock::now();
     std::vector<std::size_t> indices(std::min(part_size, samples - part * part_size));
     std::iota(indices.begin(), indices.end(), part * part_size);
-    const PartResult result = predict_part(ready, inputs, reader, indices, request, device);
+    const PartResult result = predict_part(model, inputs, reader, indices, request, device);
     parts.write(part, result.lines, result.tally);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     spdlog::info("part {} of {} written: {} samples, {:.0f} per second", part + 1, parts_count, indices.size(),

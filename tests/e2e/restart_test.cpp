@@ -473,6 +473,19 @@ TEST_F(Restarts, APodKilledWithoutNoticeResumesFromItsLastEveryStepsCheckpoint) 
       << all_logs(restarted);
 }
 
+// Pod 1 of `job` killed without notice once rank 0 has logged `line`, then both pods started again: the
+// restarted pods, checked to have resumed and succeeded.
+std::vector<PodResult> killed_and_restarted(JobStart& job, const std::string& spec, const std::string& line) {
+  const std::string kill = wait_for(shell_quote(job.log(0).string()), line) + "sleep 0.1\nkill -9 -- -$pod1\n";
+  const auto killed = job.run(spec, kill);
+  EXPECT_EQ(killed[1].exit_code, 137) << all_logs(killed);
+  auto restarted = job.run(spec);
+  EXPECT_EQ(restarted[0].exit_code, 0) << all_logs(restarted);
+  EXPECT_EQ(restarted[1].exit_code, 0) << all_logs(restarted);
+  EXPECT_NE(restarted[0].log.find("resumed from"), std::string::npos) << all_logs(restarted);
+  return restarted;
+}
+
 // The run's epoch records in <output>/metrics.jsonl.
 std::vector<nlohmann::json> epoch_records(const fs::path& output) {
   std::vector<nlohmann::json> records;
@@ -590,13 +603,7 @@ TEST_F(Restarts, AnEarlyStoppedJobKilledAndRestartedStopsAtTheSameEpoch) {
   EXPECT_EQ(epoch_records(reference.workdir(0) / "out").size(), static_cast<std::size_t>(stop_epoch));
 
   JobStart job(dir_ / "job", 2, 1);
-  const std::string kill = wait_for(shell_quote(job.log(0).string()), "epoch 3/40:") + "sleep 0.1\nkill -9 -- -$pod1\n";
-  const auto killed = job.run(spec, kill);
-  EXPECT_EQ(killed[1].exit_code, 137) << all_logs(killed);
-  const auto restarted = job.run(spec);
-  ASSERT_EQ(restarted[0].exit_code, 0) << all_logs(restarted);
-  ASSERT_EQ(restarted[1].exit_code, 0) << all_logs(restarted);
-  EXPECT_NE(restarted[0].log.find("resumed from"), std::string::npos) << all_logs(restarted);
+  const auto restarted = killed_and_restarted(job, spec, "epoch 3/40:");
   EXPECT_NE(restarted[0].log.find(fmt::format("stopped at epoch {}:", stop_epoch)), std::string::npos)
       << all_logs(restarted);
   EXPECT_EQ(largest_difference(reference.workdir(0) / "out/model.pt", job.workdir(0) / "out/model.pt"), 0.0)
@@ -628,13 +635,7 @@ TEST_F(Restarts, TheLrReducedOnAPlateauIsReplayedOnEveryRankAfterAKill) {
       << all_logs(straight);
 
   JobStart job(dir_ / "job", 2, 1);
-  const std::string kill = wait_for(shell_quote(job.log(0).string()), "epoch 4/6:") + "sleep 0.1\nkill -9 -- -$pod1\n";
-  const auto killed = job.run(spec, kill);
-  EXPECT_EQ(killed[1].exit_code, 137) << all_logs(killed);
-  const auto restarted = job.run(spec);
-  ASSERT_EQ(restarted[0].exit_code, 0) << all_logs(restarted);
-  ASSERT_EQ(restarted[1].exit_code, 0) << all_logs(restarted);
-  EXPECT_NE(restarted[0].log.find("resumed from"), std::string::npos) << all_logs(restarted);
+  const auto restarted = killed_and_restarted(job, spec, "epoch 4/6:");
   EXPECT_EQ(largest_difference(reference.workdir(0) / "out/model.pt", job.workdir(0) / "out/model.pt"), 0.0)
       << all_logs(restarted);
 }
