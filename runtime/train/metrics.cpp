@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <limits>
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -19,15 +18,6 @@ using nlohmann::json;
 constexpr const char* kCsvHeader =
     "epoch,step,lr,train_loss,valid_loss,accuracy,error_rate,top_k_accuracy,mae,mse,seconds,f1\n";
 
-// The keys json_line writes; a line's others are its extra entries.
-bool written_by_json_line(const std::string& key) {
-  for (const char* known : {"epoch", "step", "lr", "train_loss", "valid_loss", "accuracy", "error_rate",
-                            "top_k_accuracy", "f1", "class_f1", "mae", "mse", "seconds"}) {
-    if (key == known) return true;
-  }
-  return false;
-}
-
 double number_of(const json& value) {
   return value.is_number() ? value.get<double>() : std::numeric_limits<double>::quiet_NaN();
 }
@@ -35,7 +25,8 @@ std::string cell(double value) {
   return std::isnan(value) ? std::string() : fmt::format("{}", value);
 }
 
-std::string json_line(const EpochMetrics& m, const json& extra) {
+// An epoch's metrics as its metrics.jsonl line holds them, without the line's extra entries.
+json epoch_json(const EpochMetrics& m) {
   json line{{"epoch", m.epoch},
               {"step", m.step},
               {"lr", m.lr},
@@ -53,8 +44,43 @@ std::string json_line(const EpochMetrics& m, const json& extra) {
     for (const auto& [name, value] : m.class_f1) scores[name] = json_number(value);
     line["class_f1"] = scores;
   }
+  return line;
+}
+
+std::string json_line(const EpochMetrics& m, const json& extra) {
+  json line = epoch_json(m);
   if (extra.is_object()) line.update(extra);
   return line.dump() + "\n";
+}
+
+// The metrics of a metrics.jsonl line; those it lacks (written before they were) NaN.
+EpochMetrics epoch_metrics(const json& line) {
+  EpochMetrics m;
+  m.epoch = line.value("epoch", std::int64_t{0});
+  m.step = line.value("step", std::int64_t{0});
+  m.lr = number_of(line.value("lr", json()));
+  m.train_loss = number_of(line.value("train_loss", json()));
+  m.valid_loss = number_of(line.value("valid_loss", json()));
+  m.valid_accuracy = number_of(line.value("accuracy", json()));
+  m.error_rate = number_of(line.value("error_rate", json()));
+  m.top_k_accuracy = number_of(line.value("top_k_accuracy", json()));
+  m.f1 = number_of(line.value("f1", json()));
+  const json class_f1 = line.value("class_f1", json::object());  // items() must not outlive it
+  for (const auto& [name, value] : class_f1.items()) m.class_f1.emplace_back(name, number_of(value));
+  m.mae = number_of(line.value("mae", json()));
+  m.mse = number_of(line.value("mse", json()));
+  m.seconds = number_of(line.value("seconds", json()));
+  return m;
+}
+
+// The entries of a metrics.jsonl line that are not `m`'s metrics (per_class, early_stop...).
+json extra_entries(const json& line, const EpochMetrics& m) {
+  const json metrics = epoch_json(m);
+  json extra = json::object();
+  for (const auto& [key, value] : line.items()) {
+    if (!metrics.contains(key)) extra[key] = value;
+  }
+  return extra;
 }
 
 std::string csv_line(const EpochMetrics& m) {
@@ -170,26 +196,7 @@ std::string describe_validation(const EpochMetrics& m, std::int64_t top_k) {
 
 std::vector<EpochMetrics> read_epoch_metrics(const fs::path& output_dir) {
   std::vector<EpochMetrics> epochs;
-  for (const json& line : read_lines(output_dir / "metrics.jsonl")) {
-    EpochMetrics m;
-    m.epoch = line.value("epoch", std::int64_t{0});
-    m.step = line.value("step", std::int64_t{0});
-    m.lr = number_of(line.value("lr", json()));
-    m.train_loss = number_of(line.value("train_loss", json()));
-    m.valid_loss = number_of(line.value("valid_loss", json()));
-    m.valid_accuracy = number_of(line.value("accuracy", json()));
-    m.error_rate = number_of(line.value("error_rate", json()));
-    m.top_k_accuracy = number_of(line.value("top_k_accuracy", json()));
-    m.f1 = number_of(line.value("f1", json()));
-    const json class_f1 = line.value("class_f1", json::object());  // items() must not outlive it
-    for (const auto& [name, value] : class_f1.items()) {
-      m.class_f1.emplace_back(name, number_of(value));
-    }
-    m.mae = number_of(line.value("mae", json()));
-    m.mse = number_of(line.value("mse", json()));
-    m.seconds = number_of(line.value("seconds", json()));
-    epochs.push_back(m);
-  }
+  for (const json& line : read_lines(output_dir / "metrics.jsonl")) epochs.push_back(epoch_metrics(line));
   return epochs;
 }
 
@@ -204,21 +211,13 @@ MetricsLog::MetricsLog(const fs::path& output_dir, std::int64_t epochs_done, std
   }
   // The extra entries of an epoch's line stay (per_class: the last epoch of an earlier start, which ended its run
   // then).
-  std::map<std::int64_t, json> extras;
-  for (const json& line : read_lines(output_dir / "metrics.jsonl")) {
-    if (!line.value("epoch", json()).is_number_integer()) continue;
-    json extra = json::object();
-    for (const auto& [key, value] : line.items()) {
-      if (!written_by_json_line(key)) extra[key] = value;
-    }
-    extras[line["epoch"].get<std::int64_t>()] = extra;
-  }
   std::string json_text;
   std::string csv_text = kCsvHeader;
-  for (const EpochMetrics& m : read_epoch_metrics(output_dir)) {
+  for (const json& line : read_lines(output_dir / "metrics.jsonl")) {
+    const EpochMetrics m = epoch_metrics(line);
     if (m.epoch < 1 || m.epoch > epochs_done) continue;
     epochs_.push_back(m);
-    json_text += json_line(m, extras.count(m.epoch) ? extras[m.epoch] : json(nullptr));
+    json_text += json_line(m, extra_entries(line, m));
     csv_text += csv_line(m);
   }
   write_file_atomic(output_dir / "steps.jsonl", steps_text);

@@ -145,6 +145,18 @@ double peak_lr(const spec::TrainSpec& train, double global_batch_factor) {
   spec::unhandled(train.lr_scaling);
 }
 
+// The per-epoch metrics the spec has the run watch (early stopping, keep_best, the lr's plateau), each with the
+// key that names it.
+std::vector<std::pair<std::string, std::string>> watched_metrics(const spec::Spec& spec) {
+  std::vector<std::pair<std::string, std::string>> watched;
+  if (spec.train.early_stop.patience > 0) watched.emplace_back("train.early_stop.monitor", spec.train.early_stop.monitor);
+  if (spec.checkpoint.keep_best != "none") watched.emplace_back("checkpoint.keep_best", spec.checkpoint.keep_best);
+  if (spec.train.reduce_lr_on_plateau.patience > 0) {
+    watched.emplace_back("train.reduce_lr_on_plateau.monitor", spec.train.reduce_lr_on_plateau.monitor);
+  }
+  return watched;
+}
+
 // What the monitor needs to know of the run.
 MonitorSettings monitor_settings(const spec::Spec& spec, const dist::Communicator& communicator,
                                  const FitEnvironment& environment, std::int64_t total_steps, std::int64_t first_step) {
@@ -387,15 +399,10 @@ Fit::Fit(torch::jit::Module& model, const data::Datasets& data, const spec::Spec
       trace_(communicator.rank()) {
   if (writer_) fs::create_directories(output_dir);
   // Every rank checks, and fails alike.
-  if (spec.train.early_stop.patience > 0) {
-    check_metric_of_classes("train.early_stop.monitor", spec.train.early_stop.monitor, data.schema.class_names);
+  for (const auto& [setting, metric] : watched_metrics(spec)) {
+    check_metric_of_classes(setting, metric, data.schema.class_names);
   }
-  check_metric_of_classes("checkpoint.keep_best", spec.checkpoint.keep_best, data.schema.class_names);
-  if (spec.train.reduce_lr_on_plateau.patience > 0) {
-    check_metric_of_classes("train.reduce_lr_on_plateau.monitor", spec.train.reduce_lr_on_plateau.monitor,
-                            data.schema.class_names);
-    plateau_.emplace(spec.train.reduce_lr_on_plateau, peak_lr_);
-  }
+  if (spec.train.reduce_lr_on_plateau.patience > 0) plateau_.emplace(spec.train.reduce_lr_on_plateau, peak_lr_);
   if (writer_ && spec.train.early_stop.patience > 0) {
     early_stop_.emplace("train.early_stop.monitor", spec.train.early_stop.monitor, spec.train.early_stop.mode,
                         spec.train.early_stop.min_delta);
@@ -823,9 +830,7 @@ void Fit::end_epoch(const TrainedEpoch& epoch) {
   Predictions predictions;
   const EpochMetrics m = measure(epoch, interpreted ? &predictions : nullptr);
   // Every rank checks (the metrics are the same on all) and fails alike when the run does not report them.
-  if (spec_.train.early_stop.patience > 0) require_metric("train.early_stop.monitor", spec_.train.early_stop.monitor, m);
-  if (spec_.checkpoint.keep_best != "none") require_metric("checkpoint.keep_best", spec_.checkpoint.keep_best, m);
-  if (plateau_) require_metric("train.reduce_lr_on_plateau.monitor", plateau_->tracker().metric(), m);
+  for (const auto& [setting, metric] : watched_metrics(spec_)) require_metric(setting, metric, m);
   const bool best_epoch = writer_ && track(m);
   if (best_epoch) save_best_model(m.epoch);
   if (interpreted) {
