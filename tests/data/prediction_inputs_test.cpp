@@ -29,9 +29,10 @@ Schema table_schema() {
   return schema;
 }
 
-std::string error_of(const std::function<void()>& body, ExitCode code) {
+// The error opening `source` for `schema` gives, of class `code`.
+std::string opening_error(const fs::path& source, const Schema& schema, const TableColumns& columns, ExitCode code) {
   try {
-    body();
+    open_prediction_inputs(source, schema, columns, 0);
   } catch (const Error& error) {
     EXPECT_EQ(error.code(), code) << error.what();
     return error.what();
@@ -68,20 +69,18 @@ TEST(PredictionInputs, AnUnlabelledTableNamesRowsByFileAndLine) {
 TEST(PredictionInputs, WhatDoesNotFitTheModelIsNamedWithItsPlace) {
   TempDir dir;
   write_text(dir / "no_age.csv", "colour\nred\n");
-  EXPECT_NE(error_of([&] { open_prediction_inputs(dir / "no_age.csv", table_schema(), {}, 0); }, ExitCode::data)
+  EXPECT_NE(opening_error(dir / "no_age.csv", table_schema(), {}, ExitCode::data)
                 .find("no_age.csv: no column 'age', which the model was trained on (its columns: colour)"),
             std::string::npos);
   write_text(dir / "words.csv", "colour,age\nred,50\nred,old\n");
-  EXPECT_NE(error_of([&] { open_prediction_inputs(dir / "words.csv", table_schema(), {}, 0); }, ExitCode::data)
+  EXPECT_NE(opening_error(dir / "words.csv", table_schema(), {}, ExitCode::data)
                 .find("words.csv:3: column 'age': 'old' is not a number"),
             std::string::npos);
   write_text(dir / "labels.csv", "colour,age,answer\nred,50,maybe\n");
-  EXPECT_NE(error_of([&] { open_prediction_inputs(dir / "labels.csv", table_schema(), {"", "answer"}, 0); },
-                     ExitCode::data)
+  EXPECT_NE(opening_error(dir / "labels.csv", table_schema(), {"", "answer"}, ExitCode::data)
                 .find("labels.csv:2: column 'answer': 'maybe' is not one of the model's classes (no, yes)"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { open_prediction_inputs(dir / "labels.csv", table_schema(), {"id", ""}, 0); },
-                     ExitCode::data)
+  EXPECT_NE(opening_error(dir / "labels.csv", table_schema(), {"id", ""}, ExitCode::data)
                 .find("no column 'id' (--id-column)"),
             std::string::npos);
 }
@@ -131,7 +130,7 @@ TEST(PredictionInputs, ImagesOutsideClassFoldersAreUnlabelled) {
   const PredictionInputs one = open_prediction_inputs(dir / "new" / "x.png", image_schema(), {}, 0);
   EXPECT_EQ(one.samples->size(), 1u);
   EXPECT_EQ(one.samples->sample_name(0), "x.png");
-  EXPECT_NE(error_of([&] { open_prediction_inputs(dir / "none", image_schema(), {}, 0); }, ExitCode::data)
+  EXPECT_NE(opening_error(dir / "none", image_schema(), {}, ExitCode::data)
                 .find("none: no such file or folder"),
             std::string::npos);
 }
@@ -183,23 +182,22 @@ TEST(PredictionInputs, ACsvLineThatDoesNotFitIsNamedWithItsFileAndLine) {
   TempDir dir;
   write_solid(dir / "dog" / "d.png", 255);
   write_text(dir / "missing.csv", "file,label\ndog/d.png,dog\ndog/gone.png,dog\n");
-  EXPECT_NE(error_of([&] { open_prediction_inputs(dir / "missing.csv", image_schema(), {}, 0); }, ExitCode::data)
+  EXPECT_NE(opening_error(dir / "missing.csv", image_schema(), {}, ExitCode::data)
                 .find("missing.csv:3: no image 'dog/gone.png'"),
             std::string::npos);
   write_text(dir / "cow.csv", "file,label\ndog/d.png,cow\n");
-  EXPECT_NE(error_of([&] { open_prediction_inputs(dir / "cow.csv", image_schema(), {}, 0); }, ExitCode::data)
+  EXPECT_NE(opening_error(dir / "cow.csv", image_schema(), {}, ExitCode::data)
                 .find("cow.csv:2: column 'label': 'cow' is not among the training classes"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { open_prediction_inputs(dir / "cow.csv", image_schema(), {"", "truth"}, 0); },
-                     ExitCode::data)
+  EXPECT_NE(opening_error(dir / "cow.csv", image_schema(), {"", "truth"}, ExitCode::data)
                 .find("no column 'truth' (--label-column)"),
             std::string::npos);
   // Which CSV of two lists the images is not guessed.
-  EXPECT_NE(error_of([&] { open_prediction_inputs(dir.path(), image_schema(), {}, 0); }, ExitCode::data)
+  EXPECT_NE(opening_error(dir.path(), image_schema(), {}, ExitCode::data)
                 .find("2 CSV files (cow.csv, missing.csv, ...)"),
             std::string::npos);
   // Images in a folder are labelled by their class folder, not a column.
-  EXPECT_NE(error_of([&] { open_prediction_inputs(dir / "dog", image_schema(), {"", "label"}, 0); }, ExitCode::usage)
+  EXPECT_NE(opening_error(dir / "dog", image_schema(), {"", "label"}, ExitCode::usage)
                 .find("--label-column is for tables and images listed in a CSV"),
             std::string::npos);
 }

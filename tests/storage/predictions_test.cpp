@@ -16,6 +16,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A connection to `server` as trainpoint's commands make it: its endpoint and a credentials file in `dir`.
+s3::ConnectionOptions connection_to(const testing::S3Server& server, const testing::TempDir& dir) {
+  testing::write_text(dir.path() / "keys", std::string("export AWS_ACCESS_KEY_ID=") + testing::S3Server::kAccessKey +
+                                               "\nexport AWS_SECRET_ACCESS_KEY=" + testing::S3Server::kSecretKey + "\n");
+  s3::ConnectionOptions connection;
+  connection.endpoint = server.endpoint();
+  connection.credentials_file = (dir.path() / "keys").string();
+  return connection;
+}
+
 Prediction cat_prediction() {
   Prediction prediction;
   prediction.id = "valid/cat, \"tabby\".png";
@@ -117,13 +127,10 @@ TEST(PredictionParts, LocalPartsMergeInOrderOnceAllAreThere) {
 TEST(PredictionParts, S3PartsMergeInOrderOnceAllAreThere) {
   testing::S3Server server;
   testing::TempDir dir;
-  testing::write_text(dir.path() / "keys", std::string("export AWS_ACCESS_KEY_ID=") + testing::S3Server::kAccessKey +
-                                               "\nexport AWS_SECRET_ACCESS_KEY=" + testing::S3Server::kSecretKey + "\n");
   PredictRequest request;
   request.out = std::string("s3://") + testing::S3Server::kBucket + "/scores/predictions.csv";
   request.workdir = dir.path() / "work";
-  request.connection.endpoint = server.endpoint();
-  request.connection.credentials_file = (dir.path() / "keys").string();
+  request.connection = connection_to(server, dir);
   s3::Client client(testing::test_connection(server.endpoint()), testing::fast_retries());
   check_parts(
       request,
@@ -144,11 +151,7 @@ TEST(PredictionInputsCopy, AnS3ObjectAndAPrefixAreDownloadedKeepingTheirPaths) {
   s3::Client client(testing::test_connection(server.endpoint()), testing::fast_retries());
   client.upload(testing::S3Server::kBucket, {{dir.path() / "src/a/one.txt", "data/a/one.txt"},
                                              {dir.path() / "src/a/b/two.txt", "data/a/b/two.txt"}});
-  testing::write_text(dir.path() / "keys", std::string("export AWS_ACCESS_KEY_ID=") + testing::S3Server::kAccessKey +
-                                               "\nexport AWS_SECRET_ACCESS_KEY=" + testing::S3Server::kSecretKey + "\n");
-  s3::ConnectionOptions connection;
-  connection.endpoint = server.endpoint();
-  connection.credentials_file = (dir.path() / "keys").string();
+  const s3::ConnectionOptions connection = connection_to(server, dir);
   const std::string bucket = std::string("s3://") + testing::S3Server::kBucket;
   const fs::path folder = local_copy(bucket + "/data/a", connection, dir.path() / "copy", ExitCode::data);
   EXPECT_EQ(testing::read_text(folder / "one.txt"), "1");
@@ -175,11 +178,7 @@ TEST(PredictionRemoteData, ObjectsAreDownloadedOnlyWhenAskedForAndKeptByTheNextA
   client.upload(testing::S3Server::kBucket, {{dir.path() / "src/one.txt", "data/a/one.txt"},
                                              {dir.path() / "src/b/two.txt", "data/a/b/two.txt"},
                                              {dir.path() / "src/three.txt", "data/a/three.txt"}});
-  testing::write_text(dir.path() / "keys", std::string("export AWS_ACCESS_KEY_ID=") + testing::S3Server::kAccessKey +
-                                               "\nexport AWS_SECRET_ACCESS_KEY=" + testing::S3Server::kSecretKey + "\n");
-  s3::ConnectionOptions connection;
-  connection.endpoint = server.endpoint();
-  connection.credentials_file = (dir.path() / "keys").string();
+  const s3::ConnectionOptions connection = connection_to(server, dir);
   const std::string prefix = std::string("s3://") + testing::S3Server::kBucket + "/data/a";
   const fs::path copy = dir.path() / "copy";
   const fs::path folder = copy / testing::S3Server::kBucket / "data" / "a";
