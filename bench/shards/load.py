@@ -1,24 +1,29 @@
 """One rank's epoch of one Python tool over data on S3 (MinIO), in batches, with the decode and augmentation of
 common.decode (PIL to RGB, RandomResizedCrop, flip, ToImage/ToDtype, ImageNet normalization) in a DataLoader's
---workers worker processes. bench/shards/run.sh starts two at once, rank 0 and 1, with the environment each
-library reads (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GLOBAL_RANK, NNODES, MASTER_ADDR/PORT) and
-measures each from outside with measure.py.
+--workers worker processes (0: in this process, as the DataLoader does with num_workers=0). bench/shards/run.sh
+starts all the ranks of a simulated job at once (nodes x ranks per node), each with the environment the libraries
+read (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GLOBAL_RANK, NODE_RANK, NNODES, MASTER_ADDR/PORT) and its
+node's cache directory, and measures each from outside with measure.py.
 
-usage: load.py TOOL URL --cache DIR [--workers N] [--batch 64] [--size 64] [--classes a,b,...]
+usage: load.py TOOL URL --cache DIR [--workers N] [--batch 64] [--size 64] [--classes a,b,...] [--start-barrier DIR]
 
   litdata     litdata.StreamingDataset(URL, cache_dir=DIR, shuffle=True, storage_options: the endpoint and keys)
-              through litdata.StreamingDataLoader; its ranks from WORLD_SIZE and GLOBAL_RANK, no process group.
+              through litdata.StreamingDataLoader; its ranks from WORLD_SIZE, GLOBAL_RANK and NNODES (its nodes:
+              ranks per node = WORLD_SIZE / NNODES, a rank's node = GLOBAL_RANK / that), no process group.
   mosaic      streaming.StreamingDataset(remote=URL, local=DIR, shuffle=True (its default py1e), batch_size)
               through torch's DataLoader; the endpoint from S3_ENDPOINT_URL. Its ranks on one node share the
               local cache through shared memory and need a process group to agree on it (gloo on loopback,
-              started before the clock).
+              started before the clock); its nodes = WORLD_SIZE / LOCAL_WORLD_SIZE, from RANK and LOCAL_RANK.
   webdataset  webdataset.WebDataset over `pipe:s5cmd cat s3://...` of each tar shard (listed first), with
               shardshuffle=100, nodesplitter=split_by_node (RANK, WORLD_SIZE), workersplitter=split_by_worker,
               a .shuffle(N) sample buffer (--shuffle-buffer), through torch's DataLoader. No cache: DIR stays empty.
   s3torch     s3torchconnector.S3MapDataset.from_prefix over the unpacked images (one GET per image, path-style
               addressing for MinIO), the class from the key's folder (--classes, sorted), a DistributedSampler
               (shuffle=True) per rank, through torch's DataLoader. No cache: DIR stays empty.
-Prints one JSON line: loader, rank, world_size, workers, images, seconds (the epoch, from before the dataset is
+--start-barrier DIR: after the imports (and Mosaic's process group), this rank's file DIR/ready-RANK, then a wait
+for all WORLD_SIZE ranks' before the clock starts, so that the ranks of a job start it together (as tp-bench-data's
+--start-barrier).
+Prints one JSON line: loader, rank, world_size, node, local_rank, workers, images, seconds (the epoch, from before the dataset is
 made, as tp-bench-data times it), first_batch_s (from the same start), cpu_seconds (this process and its reaped
 workers over that time), import_s, labels (the smallest and largest class index seen).
 """
@@ -100,6 +105,18 @@ def s3torch_loader(args):
     return DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=args.workers)
 
 
+def start_barrier(directory, rank, world_size, timeout=600):
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, f"ready-{rank}"), "w") as file:
+        file.write("\n")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sum(name.startswith("ready-") for name in os.listdir(directory)) >= world_size:
+            return
+        time.sleep(0.005)
+    raise TimeoutError(f"the other ranks did not reach {directory} within {timeout} s")
+
+
 def main():
     global SIZE
     parser = argparse.ArgumentParser()
@@ -111,6 +128,7 @@ def main():
     parser.add_argument("--shuffle-buffer", type=int, default=1000)
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--classes", default="")
+    parser.add_argument("--start-barrier")
     args = parser.parse_args()
     SIZE = args.size
     common.transform(args.size)  # torchvision.transforms.v2 imported and the transform made: imports
@@ -120,6 +138,8 @@ def main():
     os.makedirs(args.cache, exist_ok=True)
     if args.tool == "mosaic":
         torch.distributed.init_process_group("gloo")  # MASTER_ADDR/PORT, RANK, WORLD_SIZE from run.sh
+    if args.start_barrier:
+        start_barrier(args.start_barrier, int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)))
     cpu_start = common.cpu_seconds()
     start = time.perf_counter()
     loader = {"litdata": litdata_loader, "mosaic": mosaic_loader, "webdataset": webdataset_loader,
@@ -140,7 +160,8 @@ def main():
     if args.tool == "mosaic":
         torch.distributed.destroy_process_group()
     print(json.dumps({"loader": args.tool, "rank": int(os.environ.get("RANK", 0)),
-                      "world_size": int(os.environ.get("WORLD_SIZE", 1)), "workers": args.workers, "images": images,
+                      "world_size": int(os.environ.get("WORLD_SIZE", 1)), "node": int(os.environ.get("NODE_RANK", 0)),
+                      "local_rank": int(os.environ.get("LOCAL_RANK", 0)), "workers": args.workers, "images": images,
                       "seconds": round(seconds, 3), "first_batch_s": round(first_batch or 0, 3),
                       "cpu_seconds": round(cpu, 3), "import_s": round(import_s, 3), "labels": labels}), flush=True)
 
