@@ -8,9 +8,18 @@ namespace tp::s3 {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// How often a fetch that found no room in the node's cache tries again, unless this rank lets go of something
+// first: soon for an object a reader waits for, less often for one ahead of the readers.
+constexpr std::chrono::milliseconds kRoomPollWanted{20};
+constexpr std::chrono::milliseconds kRoomPollAhead{100};
+
+}  // namespace
+
 PrefetchCache::PrefetchCache(Client& client, std::string bucket, std::vector<ObjectInfo> objects,
                              std::vector<fs::path> relative_paths, fs::path directory, Options options)
-    : client_(client),
+    : client_(&client),
       bucket_(std::move(bucket)),
       objects_(std::move(objects)),
       relative_paths_(std::move(relative_paths)),
@@ -18,6 +27,14 @@ PrefetchCache::PrefetchCache(Client& client, std::string bucket, std::vector<Obj
       options_(options),
       entries_(objects_.size()),
       position_in_order_(objects_.size(), SIZE_MAX) {
+  fetcher_ = std::thread([this] { fetch_loop(); });
+}
+
+PrefetchCache::PrefetchCache(std::shared_ptr<NodeCache> node, Options options)
+    : node_(std::move(node)), client_(nullptr), options_(options), entries_(node_->size()),
+      position_in_order_(node_->size(), SIZE_MAX) {
+  objects_.reserve(node_->size());
+  for (std::size_t i = 0; i < node_->size(); ++i) objects_.push_back(node_->object(i));
   fetcher_ = std::thread([this] { fetch_loop(); });
 }
 
@@ -37,7 +54,12 @@ void PrefetchCache::set_order(std::vector<std::size_t> order) {
   for (std::size_t position = 0; position < order_.size(); ++position)
     position_in_order_[order_[position]] = position;
   cursor_ = 0;
+  if (node_) let_go(false);
   changed_.notify_all();
+}
+
+fs::path PrefetchCache::path(std::size_t index) const {
+  return node_ ? node_->path(index) : directory_ / relative_paths_[index];
 }
 
 fs::path PrefetchCache::acquire(std::size_t index) {
@@ -51,8 +73,14 @@ fs::path PrefetchCache::acquire(std::size_t index) {
     cursor_ = position_in_order_[index] + 1;
     wake_fetcher = true;
   }
-  if (entry.holders++ == 0) evictable_.erase(entry.last_use);  // held: never evicted while read
-  if (entry.state == State::remote) {
+  if (node_ && recent_[0] != index) {
+    recent_[1] = std::exchange(recent_[0], index);
+    let_go(false);  // what the reader has moved past
+  }
+  if (entry.holders++ == 0 && !node_) evictable_.erase(entry.last_use);  // held: never evicted while read
+  // Wanted now. A node's cache may also find no room for an object it is fetching: tried again as wanted now.
+  const bool wanted = entry.state == State::remote || (node_ && entry.state == State::fetching);
+  if (wanted && std::find(urgent_.begin(), urgent_.end(), index) == urgent_.end()) {
     urgent_.push_back(index);
     wake_fetcher = true;
   }
@@ -64,21 +92,107 @@ fs::path PrefetchCache::acquire(std::size_t index) {
   }
   entry.read = true;
   entry.last_use = ++clock_;
-  return directory_ / relative_paths_[index];
+  return path(index);
 }
 
 void PrefetchCache::release(std::size_t index) {
   std::lock_guard<std::mutex> lock(mutex_);
   Entry& entry = entries_.at(index);
   if (entry.holders > 0 && --entry.holders == 0 && entry.state == State::local && entry.read) {
-    evictable_[entry.last_use] = index;
+    if (node_) {
+      if (!keeps(index, false)) let_go_of(index);
+    } else {
+      evictable_[entry.last_use] = index;
+    }
     if (fetcher_needs_room_) changed_.notify_all();
   }
 }
 
 std::uint64_t PrefetchCache::bytes_on_disk() const {
+  if (node_) return node_->bytes_on_disk();
   std::lock_guard<std::mutex> lock(mutex_);
   return bytes_on_disk_;
+}
+
+bool PrefetchCache::keeps(std::size_t index, bool room_wanted) const {
+  if (entries_[index].holders > 0) return true;
+  const std::size_t position = position_in_order_[index];
+  if (position != SIZE_MAX && position >= cursor_ && position < cursor_ + options_.lookahead) return true;
+  // Read last: a shuffle block spans the one or two shards read last, each read and released in turn.
+  return !room_wanted && (index == recent_[0] || index == recent_[1]);
+}
+
+void PrefetchCache::let_go_of(std::size_t index) {
+  Entry& entry = entries_[index];
+  entry.hold = {};  // the node may evict it now; it is found there again if not
+  entry.state = State::remote;
+  entry.read = false;
+  held_.erase(std::remove(held_.begin(), held_.end(), index), held_.end());
+}
+
+bool PrefetchCache::let_go(bool room_wanted) {
+  std::vector<std::size_t> done;
+  for (const std::size_t index : held_) {
+    if (!keeps(index, room_wanted)) done.push_back(index);
+  }
+  for (const std::size_t index : done) let_go_of(index);
+  return !done.empty();
+}
+
+bool PrefetchCache::fetch_shared(std::unique_lock<std::mutex>& lock) {
+  urgent_.erase(std::remove_if(urgent_.begin(), urgent_.end(),
+                               [&](std::size_t index) {
+                                 return entries_[index].state == State::local || entries_[index].holders == 0;
+                               }),
+                urgent_.end());
+  std::size_t next = SIZE_MAX;
+  for (const std::size_t index : urgent_) {
+    if (next == SIZE_MAX && entries_[index].state == State::remote) next = index;
+  }
+  const std::size_t window_end = std::min(order_.size(), cursor_ + options_.lookahead);
+  for (std::size_t position = cursor_; next == SIZE_MAX && position < window_end; ++position) {
+    if (entries_[order_[position]].state == State::remote) next = order_[position];
+  }
+  if (next == SIZE_MAX) return false;
+  // A reader waits for it: fetched even one object past the capacity, and past that once waited too long.
+  NodeCache::Room room = NodeCache::Room::capacity;
+  if (entries_[next].holders > 0) {
+    const bool waited_too_long = waiting_for_room_since_ &&
+                                 std::chrono::steady_clock::now() - *waiting_for_room_since_ > options_.patience;
+    room = waited_too_long ? NodeCache::Room::any : NodeCache::Room::one_over;
+  }
+  entries_[next].state = State::fetching;
+  lock.unlock();
+  std::optional<NodeCache::Hold> hold;
+  std::exception_ptr failure;
+  try {
+    hold = node_->fetch(next, room);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  lock.lock();
+  Entry& entry = entries_[next];
+  entry.state = State::remote;
+  if (failure) {
+    error_ = failure;
+    changed_.notify_all();
+    return true;
+  }
+  if (hold) {
+    entry.state = State::local;
+    entry.hold = std::move(*hold);
+    entry.last_use = ++clock_;
+    held_.push_back(next);
+    waiting_for_room_since_.reset();
+    if (!keeps(next, false)) let_go_of(next);  // the order moved on while it came
+    changed_.notify_all();
+    return true;
+  }
+  // No room in the node's cache: what this rank read and no longer reads goes first, else the node's other
+  // ranks must let go of something.
+  if (entry.holders > 0 && !waiting_for_room_since_) waiting_for_room_since_ = std::chrono::steady_clock::now();
+  if (!let_go(true)) changed_.wait_for(lock, entry.holders > 0 ? kRoomPollWanted : kRoomPollAhead);
+  return true;
 }
 
 bool PrefetchCache::make_room(std::uint64_t bytes) {
@@ -97,7 +211,10 @@ bool PrefetchCache::make_room(std::uint64_t bytes) {
 
 void PrefetchCache::fetch_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
-  while (!stopping_) {
+  while (node_ && !stopping_ && !error_) {
+    if (!fetch_shared(lock)) changed_.wait(lock);
+  }
+  while (!node_ && !stopping_) {
     // What to fetch next: objects a reader waits for first (even past the capacity: a reader must get its
     // object), then the coming objects in read order while they fit.
     std::vector<DownloadItem> batch;
@@ -105,7 +222,7 @@ void PrefetchCache::fetch_loop() {
     std::uint64_t batch_bytes = 0;
     const std::size_t batch_limit = options_.objects_per_fetch > 0
                                         ? options_.objects_per_fetch
-                                        : static_cast<std::size_t>(client_.settings().parallelism);
+                                        : static_cast<std::size_t>(client_->settings().parallelism);
     auto take = [&](std::size_t index) {
       entries_[index].state = State::fetching;
       batch_indices.push_back(index);
@@ -148,7 +265,7 @@ void PrefetchCache::fetch_loop() {
     };
     std::exception_ptr failure;
     try {
-      client_.download(bucket_, batch, landed);
+      client_->download(bucket_, batch, landed);
     } catch (...) {
       failure = std::current_exception();
     }

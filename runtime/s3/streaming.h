@@ -1,19 +1,24 @@
 // Streaming: training starts before staging ends. Objects are fetched ahead of the reader, in the order it
 // will read them (the sampler's order), into a directory of bounded size; objects already read and not held
-// by a reader are evicted least recently used first to make room.
+// by a reader are evicted least recently used first to make room. The directory is the rank's own, or the
+// node's cache that the node's ranks share (s3/node_cache.h: packed shards).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "s3/client.h"
+#include "s3/node_cache.h"
 
 namespace tp::s3 {
 
@@ -23,14 +28,23 @@ class PrefetchCache {
     std::uint64_t capacity_bytes = 8ull << 30;
     std::size_t lookahead = 256;  // objects fetched ahead of the reader, at most
     // Objects downloaded at once, at most (0: the client's parallelism). Whole shards: 1, so that the next one
-    // lands first, each in parallel ranges.
+    // lands first, each in parallel ranges. A node's cache fetches one at a time.
     std::size_t objects_per_fetch = 0;
+    // A node's cache: how long a reader waits for room that the node's other ranks hold before its object is
+    // fetched past the bound (with a warning). Ranks that wait for each other (a collective) while the ones
+    // ahead hold the room must not wait for ever.
+    std::chrono::milliseconds patience{10000};
   };
 
-  // `objects[i]` is stored at `directory / relative_paths[i]`. The client must outlive the cache.
+  // The rank's own directory: `objects[i]` is stored at `directory / relative_paths[i]`, within
+  // options.capacity_bytes. The client must outlive the cache.
   PrefetchCache(Client& client, std::string bucket, std::vector<ObjectInfo> objects,
                 std::vector<std::filesystem::path> relative_paths, std::filesystem::path directory,
                 Options options);
+  // The node's cache, shared with the node's other ranks (within its own capacity): this rank holds the objects
+  // of its window (fetched ahead, not read yet) and those being read, and the two it read last until the
+  // room is wanted.
+  PrefetchCache(std::shared_ptr<NodeCache> node, Options options);
   ~PrefetchCache();
   PrefetchCache(const PrefetchCache&) = delete;
   PrefetchCache& operator=(const PrefetchCache&) = delete;
@@ -41,7 +55,7 @@ class PrefetchCache {
   // fetch's tp::Error if it failed.
   std::filesystem::path acquire(std::size_t index);
   void release(std::size_t index);
-  // Bytes of objects on disk now.
+  // Bytes of objects on disk now (a node's cache: the node's).
   std::uint64_t bytes_on_disk() const;
 
  private:
@@ -51,13 +65,25 @@ class PrefetchCache {
     int holders = 0;
     bool read = false;           // read at least once: may be evicted when not held
     std::uint64_t last_use = 0;  // for least-recently-used eviction
+    NodeCache::Hold hold;        // a node's cache: this rank's hold while local
   };
 
+  std::filesystem::path path(std::size_t index) const;
   void fetch_loop();
   // Evicts read, unheld objects (least recently used first) until `bytes` more fit; false if they cannot.
   bool make_room(std::uint64_t bytes);
+  // A node's cache: fetches the next object a reader waits for, else the next of the window; false when there
+  // is nothing to fetch.
+  bool fetch_shared(std::unique_lock<std::mutex>& lock);
+  // A node's cache: whether this rank still holds local object `index` (read now, in the window ahead, or, unless
+  // `room_wanted`, one of the two objects read last).
+  bool keeps(std::size_t index, bool room_wanted) const;
+  // A node's cache: lets go of the local objects this rank no longer keeps; true if it let go of any.
+  bool let_go(bool room_wanted);
+  void let_go_of(std::size_t index);
 
-  Client& client_;
+  std::shared_ptr<NodeCache> node_;  // set for a node's cache
+  Client* client_;
   std::string bucket_;
   std::vector<ObjectInfo> objects_;
   std::vector<std::filesystem::path> relative_paths_;
@@ -77,6 +103,9 @@ class PrefetchCache {
   std::exception_ptr error_;
   bool stopping_ = false;
   bool fetcher_needs_room_ = false;  // the next object in the window waits for a release to evict something
+  std::vector<std::size_t> held_;    // a node's cache: the local objects, which this rank holds
+  std::size_t recent_[2] = {SIZE_MAX, SIZE_MAX};  // a node's cache: the objects acquired last, the last first
+  std::optional<std::chrono::steady_clock::time_point> waiting_for_room_since_;  // a reader's object, no room
   std::thread fetcher_;
 };
 

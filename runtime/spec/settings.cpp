@@ -211,9 +211,13 @@ std::vector<Setting> data_settings() {
                "rank fetches the images it is about to read, in its sampler's order, into a cache of "
                "`data.stream_cache_mb`; image formats only, table_csv is staged)."),
       Declare("data.stream_cache_mb", &Spec::data, &DataSpec::stream_cache_mb).fallback(4096).range(16, 1e9)
-          .doc("data.staging = \"stream\" and data.format = \"shards\" from S3: disk each rank may fill with streamed "
-               "objects (images, or whole shards); the least recently read are deleted to make room. Objects being "
-               "read are never deleted, so a batch's images (or the shards a shuffle buffer spans) must fit."),
+          .doc("data.staging = \"stream\" and data.format = \"shards\" from S3: disk the streamed objects may fill, "
+               "the least recently read deleted to make room. Images: each rank's own cache; images being read are "
+               "never deleted, so a batch's images must fit. Packed shards: one cache per node, shared by its ranks "
+               "(each shard downloaded once per node, under <workdir>/cache/stream); a shard is deleted only when no "
+               "rank of the node holds it (reads it, or fetched it ahead), so the shards the node's ranks read at "
+               "once (the one or two a shuffle buffer spans, and a few ahead) must fit; a rank waiting for its shard "
+               "may go one shard over."),
       Declare("data.shuffle_buffer", &Spec::data, &DataSpec::shuffle_buffer).changes_run().fallback(10000).range(1, 1e9)
           .doc("data.format = \"shards\": each epoch reads the shards in a new order (from job.seed and the epoch), "
                "one after another, and shuffles the samples within consecutive blocks of this many; the one or two "

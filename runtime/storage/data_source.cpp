@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "data/image.h"
+#include "s3/node_cache.h"
 #include "s3/paths.h"
 #include "s3/stage.h"
 #include "storage/connection.h"
@@ -64,12 +66,13 @@ std::shared_ptr<StreamedFiles> stream(const std::string& source, const spec::Dat
     return shards ? file.extension() == ".tar" : data::has_image_extension(file);
   };
 
-  // A rank's own directory: eviction must not delete what another rank of the node is reading.
-  directory = placement.workdir / "cache" / "stream" / fmt::format("rank-{}", placement.rank);
+  // Shards go to the node's cache, which the node's ranks share (one download per shard per node); images to
+  // the rank's own directory: each image is read by one rank per epoch.
+  const fs::path stream_root = placement.workdir / "cache" / "stream";
+  const fs::path rank_directory = stream_root / fmt::format("rank-{}", placement.rank);
   std::error_code error;
-  fs::remove_all(directory, error);
-  fs::create_directories(directory, error);
-  if (error) fail(ExitCode::output, "cannot create {}: {}", directory.string(), error.message());
+  fs::remove_all(rank_directory, error);  // what this rank streamed last time (shards too, before node caches)
+  directory = shards ? s3::node_cache_directory(stream_root, source, listing.objects).lexically_normal() : rank_directory;
 
   std::vector<s3::ObjectInfo> objects;
   std::vector<fs::path> object_paths;
@@ -93,16 +96,27 @@ std::shared_ptr<StreamedFiles> stream(const std::string& source, const spec::Dat
          "buffer reads from a few shards at once: give it several)", spec.stream_cache_mb, source,
          static_cast<double>(largest) / (1 << 20));
   }
-  if (!others.empty()) client->download(url.bucket, others);
-  spdlog::info("streaming {}: {} {}, {:.1f} MiB in all, through a cache of {} MiB in {}", source, objects.size(),
-               shards ? "shards" : "images", static_cast<double>(listing.bytes) / (1 << 20), spec.stream_cache_mb,
-               directory.string());
   s3::PrefetchCache::Options options;
   options.capacity_bytes = capacity;
+  std::shared_ptr<s3::NodeCache> node;
   if (shards) {
     options.lookahead = 4;  // whole shards: a few ahead of the reader keep it busy
     options.objects_per_fetch = 1;
+    // Before anything is written there: the directory is in use from here on.
+    node = std::make_shared<s3::NodeCache>(*client, url.bucket, objects, object_paths, directory, capacity);
+    // The index: fetched by the node's first rank, found by the others (a listing's directory holds its own).
+    others.erase(std::remove_if(others.begin(), others.end(),
+                                [](const s3::DownloadItem& item) { return has_size(item.target, item.object.size); }),
+                 others.end());
+  } else {
+    fs::create_directories(directory, error);
+    if (error) fail(ExitCode::output, "cannot create {}: {}", directory.string(), error.message());
   }
+  if (!others.empty()) client->download(url.bucket, others);
+  spdlog::info("streaming {}: {} {}, {:.1f} MiB in all, through {} cache of {} MiB in {}", source, objects.size(),
+               shards ? "shards" : "images", static_cast<double>(listing.bytes) / (1 << 20),
+               shards ? "the node's" : "this rank's", spec.stream_cache_mb, directory.string());
+  if (node) return std::make_shared<StreamedFiles>(std::move(client), std::move(node), std::move(other_files), options);
   return std::make_shared<StreamedFiles>(std::move(client), url.bucket, std::move(objects), object_paths, directory,
                                          std::move(other_files), options);
 }

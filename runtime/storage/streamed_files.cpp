@@ -13,6 +13,26 @@ StreamedFiles::StreamedFiles(std::unique_ptr<s3::Client> client, std::string buc
                              fs::path directory, std::vector<fs::path> local_files,
                              s3::PrefetchCache::Options options)
     : client_(std::move(client)), directory_(std::move(directory)), files_(std::move(local_files)) {
+  add_objects(relative_paths, objects);
+  cache_ = std::make_unique<s3::PrefetchCache>(*client_, std::move(bucket), std::move(objects), relative_paths,
+                                               directory_, options);
+}
+
+StreamedFiles::StreamedFiles(std::unique_ptr<s3::Client> client, std::shared_ptr<s3::NodeCache> node,
+                             std::vector<fs::path> local_files, s3::PrefetchCache::Options options)
+    : client_(std::move(client)), directory_(node->directory()), files_(std::move(local_files)) {
+  std::vector<fs::path> relative_paths;
+  std::vector<s3::ObjectInfo> objects;
+  for (std::size_t i = 0; i < node->size(); ++i) {
+    relative_paths.push_back(node->path(i).lexically_relative(directory_));
+    objects.push_back(node->object(i));
+  }
+  add_objects(relative_paths, objects);
+  cache_ = std::make_unique<s3::PrefetchCache>(std::move(node), options);
+}
+
+void StreamedFiles::add_objects(const std::vector<fs::path>& relative_paths,
+                                const std::vector<s3::ObjectInfo>& objects) {
   for (std::size_t i = 0; i < relative_paths.size(); ++i) {
     const fs::path file = directory_ / relative_paths[i];
     object_of_.emplace(file.string(), i);
@@ -20,8 +40,6 @@ StreamedFiles::StreamedFiles(std::unique_ptr<s3::Client> client, std::string buc
     sizes_.push_back(objects[i].size);
   }
   data::sort_paths(files_);
-  cache_ = std::make_unique<s3::PrefetchCache>(*client_, std::move(bucket), std::move(objects), relative_paths,
-                                               directory_, options);
 }
 
 std::vector<fs::path> StreamedFiles::list(const fs::path& dir) const {

@@ -11,6 +11,8 @@
 #include <numeric>
 #include <regex>
 #include <set>
+#include <sstream>
+#include <thread>
 
 #include "common/digest.h"
 #include "common/error.h"
@@ -24,6 +26,7 @@
 #include "storage/data_source.h"
 #include "storage/pack.h"
 #include "support/captured_log.h"
+#include "support/fault_proxy.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 
@@ -246,7 +249,17 @@ TEST_F(Shards, PackedFromAndToMinioAndStreamedWithinTheCacheAsFromLocalShards) {
   const data::DistributedSampler sampler({240, 0, 1, true, false, 7, streamed.train_shard_sizes, 40});
   data::Loader streamed_loader(streamed.train, sampler.indices(0), 0, {8, 2});
   data::Loader local_loader(local.train, sampler.indices(0), 0, {8, 2});
-  const fs::path cache = dir_ / "work-0" / "cache" / "stream" / "rank-0";
+  // The node's cache (shared by the ranks of work-0's node), named by the listing.
+  std::vector<fs::path> caches;
+  for (const auto& entry : fs::directory_iterator(dir_ / "work-0" / "cache" / "stream")) {
+    if (entry.is_directory() && entry.path().filename().string().rfind("shards-", 0) == 0 &&
+        entry.path().extension() != ".locks") {
+      caches.push_back(entry.path());
+    }
+  }
+  ASSERT_EQ(caches.size(), 1u);
+  const fs::path cache = caches.front();
+  EXPECT_TRUE(fs::exists(cache / "index.json"));
   std::uint64_t most_on_disk = 0;
   std::size_t samples = 0;
   while (auto batch = streamed_loader.next()) {
@@ -261,6 +274,42 @@ TEST_F(Shards, PackedFromAndToMinioAndStreamedWithinTheCacheAsFromLocalShards) {
   // The bound: the capacity, plus a shard a waiting reader forces in.
   EXPECT_LE(most_on_disk, (3u << 20) + (1u << 20));
   EXPECT_GT(most_on_disk, 0u);
+}
+
+// Two ranks of one node (one workdir) streaming the same shards at once share the node's cache: each shard is
+// downloaded once (GETs counted at a proxy in front of MinIO).
+TEST_F(Shards, TwoRanksOfANodeDownloadEachShardOnce) {
+  make_images(dir_ / "images", 300, 3, "160");
+  PackRequest request = pack_request((dir_ / "images").string(), (dir_ / "packed").string(), dir_ / "pack-work");
+  request.shard_bytes = 1 << 20;
+  pack(request);
+  upload(dir_ / "packed", "s3://test-bucket/packed");
+  const testing::FaultProxy proxy(server_.port(), "[]");
+  spec_.data.endpoint = proxy.endpoint();
+  spec_.data.source = "s3://test-bucket/packed";
+  std::vector<data::Datasets> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    Placement placement{dir_ / "node", {}, rank};
+    placement.topology.nproc_per_node = 2;
+    placement.topology.rank = rank;
+    placement.topology.local_rank = rank;
+    ranks.push_back(open_data(spec_.data, dir_.path(), placement, 7));
+  }
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> readers;
+  for (std::size_t rank = 0; rank < 2; ++rank) {
+    readers.emplace_back([&, rank] { errors[rank] = read_epoch(ranks[rank]); });
+  }
+  for (auto& reader : readers) reader.join();
+  EXPECT_EQ(errors, std::vector<std::string>(2));
+  std::map<std::string, int> gets;
+  std::istringstream log(proxy.requests());
+  for (std::string method, path, range, fault; log >> method >> path >> range >> fault;) {
+    if (method == "GET" && path.size() > 4 && path.substr(path.size() - 4) == ".tar") ++gets[path];
+  }
+  const data::ShardIndex index = read_index(dir_ / "packed");
+  EXPECT_EQ(gets.size(), index.train.shards.size()) << proxy.requests();
+  for (const auto& [path, count] : gets) EXPECT_EQ(count, 1) << path;
 }
 
 // A user's log holds what helps them: opening and reading healthy shards says once what was opened, and warns of
