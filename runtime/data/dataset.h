@@ -98,6 +98,9 @@ struct Datasets {
   bool rank_share = false;
   // Packed shards: the training samples of each shard, in dataset order (data/sampler.h's shard order).
   std::vector<std::size_t> train_shard_sizes;
+  // The ranks that share one node's store (its shard cache): packed shards are dealt to nodes of this many
+  // ranks (data/sampler.h).
+  int ranks_per_node = 1;
 };
 
 // Opens the data a spec names. Relative paths are resolved from `root` (the repository checkout); image

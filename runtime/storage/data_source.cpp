@@ -145,6 +145,7 @@ data::Datasets open_data(const spec::DataSpec& spec, const fs::path& root, const
   if (s3::is_s3_url(spec.valid_source)) local.valid_source = stage(spec.valid_source, spec, placement, false, "valid").string();
   data::Datasets data = data::open(local, root, seed, store);
   data.rank_share = rank_share;
+  data.ranks_per_node = placement.topology.nproc_per_node;
   const std::size_t world_size = static_cast<std::size_t>(placement.topology.world_size());
   if (spec.format == spec::DataFormat::shards && data.train->size() < world_size) {
     fail(ExitCode::data, "{}: {} training samples in {} shards cannot give each of the {} ranks one: pack more "

@@ -48,6 +48,27 @@ std::int64_t read_integer(torch::serialize::InputArchive& archive, const std::st
   return value.item<std::int64_t>();
 }
 
+// An epoch's layouts as rows of (from_sample, world_size, ranks_per_node).
+torch::Tensor layouts_tensor(const std::vector<data::RankLayout>& layouts) {
+  std::vector<std::int64_t> values;
+  for (const data::RankLayout& layout : layouts) {
+    values.insert(values.end(), {static_cast<std::int64_t>(layout.from_sample), layout.world_size, layout.ranks_per_node});
+  }
+  return torch::tensor(values, torch::kLong).reshape({static_cast<std::int64_t>(layouts.size()), 3});
+}
+
+std::vector<data::RankLayout> layouts_of(const torch::Tensor& rows) {
+  if (rows.dim() != 2 || rows.size(1) != 3) fail(ExitCode::output, "position.layouts is not rows of 3 numbers");
+  std::vector<data::RankLayout> layouts;
+  const torch::Tensor values = rows.to(torch::kLong).contiguous();
+  for (std::int64_t row = 0; row < values.size(0); ++row) {
+    layouts.push_back({static_cast<std::size_t>(values[row][0].item<std::int64_t>()),
+                       static_cast<int>(values[row][1].item<std::int64_t>()),
+                       static_cast<int>(values[row][2].item<std::int64_t>())});
+  }
+  return layouts;
+}
+
 double read_number(torch::serialize::InputArchive& archive, const std::string& key) {
   torch::Tensor value;
   archive.read(key, value);
@@ -68,6 +89,7 @@ std::string checkpoint_bytes(const torch::jit::Module& model, const torch::optim
   archive.write("position.epochs_done", torch::tensor(state.position.epochs_done));
   archive.write("position.samples_done", torch::tensor(state.position.samples_done));
   archive.write("position.step", torch::tensor(state.position.step));
+  if (!state.position.layouts.empty()) archive.write("position.layouts", layouts_tensor(state.position.layouts));
   archive.write("state.world_size", torch::tensor(state.world_size));
   archive.write("state.train_loss_sum", torch::tensor(state.train_loss_sum, torch::kDouble));
   archive.write("state.train_count", torch::tensor(state.train_count, torch::kDouble));
@@ -114,6 +136,8 @@ Checkpoint read_checkpoint(std::string bytes, const fs::path& file) {
     state.position.epochs_done = read_integer(archive, "position.epochs_done");
     state.position.samples_done = read_integer(archive, "position.samples_done");
     state.position.step = read_integer(archive, "position.step");
+    torch::Tensor layouts;
+    if (archive.try_read("position.layouts", layouts)) state.position.layouts = layouts_of(layouts);
     state.world_size = read_integer(archive, "state.world_size");
     state.train_loss_sum = read_number(archive, "state.train_loss_sum");
     state.train_count = read_number(archive, "state.train_count");

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "data/sampler.h"
+
 namespace torch::jit {
 struct Module;
 }
@@ -25,6 +27,9 @@ struct TrainingPosition {
   // depend on the world size (data/sampler.h), so a restart at another world size trains the rest.
   std::int64_t samples_done = 0;
   std::int64_t step = 0;  // optimizer steps taken
+  // How the ranks stood in nodes while the interrupted epoch ran, which decides its order of packed shards
+  // (data/sampler.h): empty when no epoch is under way, or in a checkpoint from before layouts were kept.
+  std::vector<data::RankLayout> layouts;
 };
 
 // What a checkpoint holds besides the model and the optimizer.

@@ -146,8 +146,12 @@ bool reports_top_k(const data::Schema& schema, std::int64_t k) {
 Totals validate(torch::jit::Module& model, const data::Datasets& data, const spec::Spec& spec,
                 dist::Communicator& communicator, const Precision& precision, c10::Device device,
                 Predictions* predictions) {
-  const std::size_t first = data.rank_share ? 0 : static_cast<std::size_t>(communicator.rank());
-  const std::size_t stride = data.rank_share ? 1 : static_cast<std::size_t>(communicator.world_size());
+  // Each rank a contiguous part, so that the ranks of a node read neighbouring samples: for packed shards,
+  // about the node's own shards of the validation set.
+  const std::size_t ranks = data.rank_share ? 1 : static_cast<std::size_t>(communicator.world_size());
+  const std::size_t rank = data.rank_share ? 0 : static_cast<std::size_t>(communicator.rank());
+  const std::size_t first = data.valid->size() * rank / ranks;
+  const std::size_t end = data.valid->size() * (rank + 1) / ranks;
   Totals totals;
   if (data.schema.classification) {
     for (std::vector<double>* counts : {&totals.classes.true_positives, &totals.classes.predicted, &totals.classes.actual}) {
@@ -155,7 +159,7 @@ Totals validate(torch::jit::Module& model, const data::Datasets& data, const spe
     }
   }
   std::vector<std::size_t> mine;
-  for (std::size_t i = first; i < data.valid->size(); i += stride) mine.push_back(i);
+  for (std::size_t i = first; i < end; ++i) mine.push_back(i);
   torch::NoGradGuard no_grad;
   model.eval();
   // Images: the schema says how their pixels became the input.

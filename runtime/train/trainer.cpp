@@ -584,8 +584,16 @@ std::int64_t Fit::samples_done_after(const EpochSteps& epoch, std::size_t batche
 TrainedEpoch Fit::train_epoch(std::int64_t index) {
   enter_fine_tune_phase(index);
   // An interrupted epoch goes on with the samples of its global order not trained yet.
-  EpochSteps epoch(index, position_.samples_done, samples_.of_rank(index, position_.samples_done), data_,
-                     loader_options(spec_, device_), device_);
+  const std::size_t layouts_before = position_.layouts.size();
+  position_.layouts = samples_.layouts(position_.samples_done, std::move(position_.layouts));
+  if (writer_ && layouts_before > 0 && position_.layouts.size() > layouts_before && !data_.train_shard_sizes.empty()) {
+    const data::RankLayout& now = position_.layouts.back();
+    spdlog::info("the ranks now stand in {} node(s) of {}: the interrupted epoch's {} remaining samples are dealt "
+                 "to them anew, each node reading its own shards", now.world_size / now.ranks_per_node,
+                 now.ranks_per_node, samples_.in_epoch() - position_.samples_done);
+  }
+  EpochSteps epoch(index, position_.samples_done, samples_.of_rank(index, position_.samples_done, position_.layouts),
+                   data_, loader_options(spec_, device_), device_);
   if (writer_) {
     epoch.progress.emplace(fmt::format("epoch {}/{}", index + 1, spec_.train.epochs), epoch.loader.num_batches(),
                            "batches");
@@ -625,6 +633,7 @@ TrainedEpoch Fit::train_epoch(std::int64_t index) {
   if (epoch.progress) epoch.progress->close();  // the epoch line (end_epoch) is the epoch's one line
   position_.epochs_done = index + 1;
   position_.samples_done = 0;
+  position_.layouts.clear();
   return epoch.trained;
 }
 

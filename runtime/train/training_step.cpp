@@ -144,9 +144,10 @@ EpochSamples::EpochSamples(const data::Datasets& data, const spec::Spec& spec, d
     : split_(!data.rank_share),
       world_(communicator.world_size()),
       size_(data.train->size()),
+      ranks_per_node_(split_ ? data.ranks_per_node : 1),
       sampler_({data.train->size(), split_ ? communicator.rank() : 0, split_ ? world_ : 1, true, spec.data.drop_last,
                 static_cast<std::uint64_t>(spec.job.seed), data.train_shard_sizes,
-                static_cast<std::size_t>(spec.data.shuffle_buffer)}),
+                static_cast<std::size_t>(spec.data.shuffle_buffer), ranks_per_node_}),
       smallest_share_(split_ ? 0 : smallest_share(sampler_, communicator)) {}
 
 std::int64_t EpochSamples::in_epoch() const {
@@ -159,8 +160,24 @@ std::size_t EpochSamples::per_rank(std::int64_t first_sample) const {
   return smallest_share_ - std::min(static_cast<std::size_t>(first_sample / world_), smallest_share_);
 }
 
-std::vector<std::size_t> EpochSamples::of_rank(std::int64_t epoch, std::int64_t first_sample) const {
-  if (split_) return sampler_.indices(epoch, static_cast<std::size_t>(first_sample));
+std::vector<data::RankLayout> EpochSamples::layouts(std::int64_t first_sample,
+                                                    std::vector<data::RankLayout> earlier) const {
+  const data::RankLayout mine{static_cast<std::size_t>(first_sample), world_, ranks_per_node_};
+  if (first_sample == 0) return {{0, world_, ranks_per_node_}};
+  if (earlier.empty()) earlier = {{0, 1, 1}};  // a checkpoint from before layouts were kept: one node's order
+  const data::RankLayout& last = earlier.back();
+  const auto one_node = [](const data::RankLayout& layout) { return layout.world_size == layout.ranks_per_node; };
+  if ((one_node(last) && one_node(mine)) || (last.world_size == world_ && last.ranks_per_node == ranks_per_node_)) {
+    earlier.back() = {last.from_sample, world_, ranks_per_node_};  // the same order: the same stretch goes on
+  } else {
+    earlier.push_back(mine);
+  }
+  return earlier;
+}
+
+std::vector<std::size_t> EpochSamples::of_rank(std::int64_t epoch, std::int64_t first_sample,
+                                               const std::vector<data::RankLayout>& layouts) const {
+  if (split_) return sampler_.indices(epoch, static_cast<std::size_t>(first_sample), layouts);
   std::vector<std::size_t> indices = sampler_.indices(epoch, static_cast<std::size_t>(first_sample / world_));
   indices.resize(std::min(indices.size(), per_rank(first_sample)));
   return indices;

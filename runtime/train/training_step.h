@@ -89,13 +89,19 @@ class EpochSamples {
   std::int64_t in_epoch() const;
   // How many samples each rank trains from `first_sample` on.
   std::size_t per_rank(std::int64_t first_sample) const;
-  // This rank's samples of `epoch` from `first_sample` on, in order.
-  std::vector<std::size_t> of_rank(std::int64_t epoch, std::int64_t first_sample) const;
+  // The layouts an epoch from `first_sample` on runs under (data/sampler.h): this job's from the start, or
+  // `earlier` (an interrupted epoch's, from its checkpoint) and this job's from first_sample when the job's
+  // nodes read another order.
+  std::vector<data::RankLayout> layouts(std::int64_t first_sample, std::vector<data::RankLayout> earlier) const;
+  // This rank's samples of `epoch` from `first_sample` on, in order, under `layouts` (empty: this job's).
+  std::vector<std::size_t> of_rank(std::int64_t epoch, std::int64_t first_sample,
+                                   const std::vector<data::RankLayout>& layouts = {}) const;
 
  private:
   bool split_;
   int world_;
   std::size_t size_;
+  int ranks_per_node_;
   data::DistributedSampler sampler_;
   std::size_t smallest_share_;
 };

@@ -2,7 +2,9 @@
 // reads them shard by shard through a shuffle buffer while keeping the sampler's exact resume.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <numeric>
 #include <regex>
@@ -191,22 +193,180 @@ TEST(ShardOrder, BlocksOfTheShuffleBufferMixSamplesFromTheFewShardsTheySpan) {
   }
 }
 
-TEST(ShardOrder, RanksDealTheSameOrderSoAnEpochResumesAtAnotherWorldSize) {
+// On one node the order does not depend on the world size: an epoch stopped on two ranks resumes on three
+// with no layouts said.
+TEST(ShardOrder, RanksOfOneNodeDealTheSameOrderSoAnEpochResumesAtAnotherWorldSize) {
   const std::vector<std::size_t> sizes = {37, 100, 64, 5, 90};
   const std::vector<std::size_t> order = epoch_order(shards_of(sizes, 40), 2);
+  const auto on_one_node = [&](int rank, int world) {
+    SamplerOptions options = shards_of(sizes, 40, rank, world);
+    options.ranks_per_node = world;
+    return DistributedSampler(options);
+  };
   // Two ranks trained 60 samples each, then three ranks take the rest: every sample once, padding aside.
   std::multiset<std::size_t> trained;
   for (int rank = 0; rank < 2; ++rank) {
-    const auto mine = DistributedSampler(shards_of(sizes, 40, rank, 2)).indices(2);
+    const auto mine = on_one_node(rank, 2).indices(2);
     trained.insert(mine.begin(), mine.begin() + 60);
   }
   EXPECT_EQ(trained, std::multiset<std::size_t>(order.begin(), order.begin() + 120));
   for (int rank = 0; rank < 3; ++rank) {
-    const auto rest = DistributedSampler(shards_of(sizes, 40, rank, 3)).indices(2, 120);
+    const auto rest = on_one_node(rank, 3).indices(2, 120);
     trained.insert(rest.begin(), rest.end());
   }
   EXPECT_EQ(std::set<std::size_t>(trained.begin(), trained.end()).size(), 296u);
   EXPECT_EQ(trained.size(), 297u) << "one sample repeated so that 3 ranks take 59 each";
+}
+
+// A job of `world` ranks in nodes of `per_node`, of the shards `sizes`: every rank's samples of `epoch` from
+// `first` on, under `layouts` (empty: the job's own).
+std::vector<std::vector<std::size_t>> shares_of(const std::vector<std::size_t>& sizes, std::size_t buffer, int world,
+                                                int per_node, std::int64_t epoch, std::size_t first = 0,
+                                                const std::vector<RankLayout>& layouts = {}) {
+  std::vector<std::vector<std::size_t>> shares;
+  for (int rank = 0; rank < world; ++rank) {
+    SamplerOptions options = shards_of(sizes, buffer, rank, world);
+    options.ranks_per_node = per_node;
+    shares.push_back(DistributedSampler(options).indices(epoch, first, layouts));
+  }
+  return shares;
+}
+
+// The shard of each sample, for shards of `sizes` in dataset order.
+std::vector<std::size_t> shard_of_samples(const std::vector<std::size_t>& sizes) {
+  std::vector<std::size_t> shard;
+  for (std::size_t i = 0; i < sizes.size(); ++i) shard.insert(shard.end(), sizes[i], i);
+  return shard;
+}
+
+// The shards each node reads: node = rank / per_node.
+std::vector<std::set<std::size_t>> shards_per_node(const std::vector<std::vector<std::size_t>>& shares, int per_node,
+                                                   const std::vector<std::size_t>& shard, std::size_t first = 0,
+                                                   std::size_t count = SIZE_MAX) {
+  std::vector<std::set<std::size_t>> read(shares.size() / static_cast<std::size_t>(per_node));
+  for (std::size_t rank = 0; rank < shares.size(); ++rank) {
+    const auto& share = shares[rank];
+    for (std::size_t i = first; i < std::min(share.size(), first + count); ++i) {
+      read[rank / static_cast<std::size_t>(per_node)].insert(shard[share[i]]);
+    }
+  }
+  return read;
+}
+
+// How many shards more than one node reads.
+std::size_t shared_shards(const std::vector<std::set<std::size_t>>& read) {
+  std::map<std::size_t, int> readers;
+  for (const auto& node : read) {
+    for (const std::size_t shard : node) ++readers[shard];
+  }
+  return static_cast<std::size_t>(std::count_if(readers.begin(), readers.end(), [](const auto& entry) { return entry.second > 1; }));
+}
+
+std::vector<std::size_t> uneven_shards(std::size_t count) {
+  std::vector<std::size_t> sizes;
+  for (std::size_t i = 0; i < count; ++i) sizes.push_back(60 + (i * 37) % 90);
+  return sizes;
+}
+
+// 2 nodes x 4 ranks: each node reads its own half of the shards (one shard cut between them, read by both),
+// every rank the same number of samples, every sample once (the padding to equal shares aside), and a new
+// deal each epoch.
+TEST(NodeOrder, EachNodeReadsItsOwnShardsAndEveryRankItsShareOfEverySampleOnce) {
+  const std::vector<std::size_t> sizes = uneven_shards(40);
+  const std::vector<std::size_t> shard = shard_of_samples(sizes);
+  const std::size_t samples = shard.size();
+  for (const std::int64_t epoch : {0, 1}) {
+    const auto shares = shares_of(sizes, 100, 8, 4, epoch);
+    std::multiset<std::size_t> trained;
+    for (const auto& share : shares) {
+      EXPECT_EQ(share.size(), (samples + 7) / 8);
+      trained.insert(share.begin(), share.end());
+    }
+    EXPECT_EQ(std::set<std::size_t>(trained.begin(), trained.end()).size(), samples);
+    EXPECT_EQ(trained.size(), (samples + 7) / 8 * 8) << "only the padding to equal shares is trained twice";
+    const auto read = shards_per_node(shares, 4, shard);
+    EXPECT_LE(shared_shards(read), 2u) << "the shard cut between the nodes, and one the padding takes";
+    EXPECT_GE(read[0].size(), 19u);
+    EXPECT_GE(read[1].size(), 19u);
+    // Reading: a node's ranks are together in one or two shards at a time (those the block of 100 spans).
+    const auto first_block = shards_per_node(shares, 4, shard, 0, 25);
+    EXPECT_LE(first_block[0].size(), 3u);
+  }
+  EXPECT_NE(shards_per_node(shares_of(sizes, 100, 8, 4, 0), 4, shard)[0],
+            shards_per_node(shares_of(sizes, 100, 8, 4, 1), 4, shard)[0])
+      << "each epoch deals the shards anew";
+}
+
+// One node's order does not depend on how many ranks it has: the order of a run before orders were dealt to
+// nodes (kept in no checkpoint) is one node's.
+TEST(NodeOrder, OneNodesOrderIsTheSameForAnyNumberOfRanks) {
+  const std::vector<std::size_t> sizes = uneven_shards(12);
+  const auto order = epoch_order(shards_of(sizes, 50), 3);
+  for (const int world : {2, 3, 8}) {
+    SamplerOptions options = shards_of(sizes, 50, 0, world);
+    options.ranks_per_node = world;
+    EXPECT_EQ(epoch_order(options, 3), order) << world;
+  }
+}
+
+// An epoch stopped on 2 nodes x 2 ranks, resumed on 3 x 1, stopped again, resumed on 1 x 4: every sample
+// once (padding aside), and in each stretch each node reads its own shards.
+TEST(NodeOrder, AnEpochResumedOnOtherNodesTrainsWhatIsLeftOnceEachNodeReadingItsOwnShards) {
+  const std::vector<std::size_t> sizes = uneven_shards(30);
+  const std::vector<std::size_t> shard = shard_of_samples(sizes);
+  const std::size_t samples = shard.size();
+  std::multiset<std::size_t> trained;
+  std::vector<RankLayout> layouts = {{0, 4, 2}};
+  const auto first = shares_of(sizes, 64, 4, 2, 5);
+  for (const auto& share : first) trained.insert(share.begin(), share.begin() + 150);
+  EXPECT_LE(shared_shards(shards_per_node(first, 2, shard, 0, 150)), 1u);
+
+  layouts.push_back({600, 3, 1});
+  const auto second = shares_of(sizes, 64, 3, 1, 5, 600, layouts);
+  for (const auto& share : second) trained.insert(share.begin(), share.begin() + 200);
+  EXPECT_LE(shared_shards(shards_per_node(second, 1, shard, 0, 200)), 2u + 3u)
+      << "the cuts between the 3 nodes, and shards the first stretch left parts of";
+
+  layouts.push_back({1200, 4, 4});
+  const auto third = shares_of(sizes, 64, 4, 4, 5, 1200, layouts);
+  for (const auto& share : third) trained.insert(share.begin(), share.end());
+  EXPECT_EQ(std::set<std::size_t>(trained.begin(), trained.end()).size(), samples);
+  EXPECT_EQ(trained.size(), 1200 + (samples - 1200 + 3) / 4 * 4) << "only the padding to equal shares";
+  // The same stretches give the same order on every rank, and in the same epoch again.
+  EXPECT_EQ(epoch_order(shards_of(sizes, 64), 5, layouts), epoch_order(shards_of(sizes, 64), 5, layouts));
+}
+
+// How well the order mixes, against one node's (every rank reading every shard): the distinct shards in each
+// global step of 8 x 16 samples, and in 100 consecutive samples of one rank. 40 shards of 60 to 150 samples,
+// blocks of 256 (ctest -R NodeOrder.HowWell -V prints the figures; docs/s3.md has them).
+TEST(NodeOrder, HowWellTheOrderMixesShardsAgainstOneNodesOrder) {
+  const std::vector<std::size_t> sizes = uneven_shards(40);
+  const std::vector<std::size_t> shard = shard_of_samples(sizes);
+  const auto mixing = [&](int per_node) {
+    const auto shares = shares_of(sizes, 256, 8, per_node, 0);
+    double per_step = 0, per_rank_window = 0;
+    std::size_t steps = 0, windows = 0;
+    for (std::size_t first = 0; first + 16 <= shares[0].size(); first += 16, ++steps) {
+      std::set<std::size_t> in_step;
+      for (const auto& share : shares) {
+        for (std::size_t i = first; i < first + 16; ++i) in_step.insert(shard[share[i]]);
+      }
+      per_step += static_cast<double>(in_step.size());
+    }
+    for (std::size_t first = 0; first + 100 <= shares[0].size(); first += 100, ++windows) {
+      std::set<std::size_t> in_window;
+      for (std::size_t i = first; i < first + 100; ++i) in_window.insert(shard[shares[0][i]]);
+      per_rank_window += static_cast<double>(in_window.size());
+    }
+    return std::make_pair(per_step / static_cast<double>(steps), per_rank_window / static_cast<double>(windows));
+  };
+  const auto [one_node_step, one_node_window] = mixing(8);
+  const auto [two_nodes_step, two_nodes_window] = mixing(4);
+  std::cout << fmt::format("distinct shards per global step of 8 x 16: one node {:.2f}, 2 x 4 {:.2f}; per 100 "
+                           "samples of rank 0: one node {:.2f}, 2 x 4 {:.2f}\n",
+                           one_node_step, two_nodes_step, one_node_window, two_nodes_window);
+  EXPECT_GT(two_nodes_step, one_node_step) << "a step's samples come from two nodes' shards";
+  EXPECT_GE(two_nodes_window, 1.0);
 }
 
 }  // namespace

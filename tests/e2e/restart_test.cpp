@@ -7,12 +7,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include "s3/s3_server.h"
 #include "support/background_process.h"
@@ -310,24 +312,38 @@ std::map<int, std::multiset<int>> traced_samples(const fs::path& directory) {
   return epochs;
 }
 
-// SIGTERM to one pod of two mid-epoch: one checkpoint at one step, both exit 143; then the job starts
-// again at another world size and trains every remaining sample of the interrupted epoch once (of
-// `training_samples` in each epoch).
-void StopMidEpochAndResumeAt(const fs::path& root, const std::string& spec, int world_before, int world_after,
-                             std::size_t training_samples = 2160) {
+// How many pods a job has, and ranks in each.
+struct Pods {
+  int pods = 1;
+  int per_pod = 1;
+  int world() const { return pods * per_pod; }
+};
+
+// SIGTERM to the last pod mid-epoch: one checkpoint at one step, every pod exits 143; then the job starts
+// again with other pods and trains every remaining sample of the interrupted epoch once (of
+// `training_samples` in each epoch). `stopped_trace`, when given, gets the stopped run's trace
+// (samples-rank-<rank>.txt) before the resumed run appends to it.
+void StopMidEpochAndResumeAt(const fs::path& root, const std::string& spec, Pods pods_before, Pods pods_after,
+                             std::size_t training_samples = 2160, std::map<int, std::string>* stopped_trace = nullptr) {
+  const int world_before = pods_before.world();
+  const int world_after = pods_after.world();
   const std::string trace = "TRAINPOINT_TRACE_SAMPLES=" + (root / "trace").string();
-  JobStart before(root, world_before, 1);
+  JobStart before(root, pods_before.pods, pods_before.per_pod);
   const std::string stop = wait_for(shell_quote(before.log(0).string()), "epoch 1/") + "sleep 1\n" +
-                           fmt::format("kill -TERM -- -$pod{}\n", world_before - 1);
+                           fmt::format("kill -TERM -- -$pod{}\n", pods_before.pods - 1);
   const auto stopped = before.run(spec + " --set train.epochs=1000", stop, trace);
+  for (int rank = 0; stopped_trace && rank < world_before; ++rank) {
+    (*stopped_trace)[rank] = testing::read_text(root / "trace" / fmt::format("samples-rank-{}.txt", rank));
+  }
   std::smatch match;
-  for (int pod = 0; pod < world_before; ++pod) EXPECT_EQ(stopped[pod].exit_code, 143) << all_logs(stopped);
+  for (int pod = 0; pod < pods_before.pods; ++pod) EXPECT_EQ(stopped[pod].exit_code, 143) << all_logs(stopped);
   ASSERT_TRUE(std::regex_search(stopped[0].log, match,
                                 std::regex("stopped by a signal at epoch ([0-9]+) step ([0-9]+) \\(([0-9]+) of")))
       << all_logs(stopped);
   const int epoch = std::stoi(match[1]);
   const std::string step = match[2];
   ASSERT_GT(std::stoi(match[3]), 0) << "the stop came mid-epoch\n" << all_logs(stopped);
+  ASSERT_LT(std::stoul(match[3]), training_samples) << "the stop came mid-epoch\n" << all_logs(stopped);
   std::vector<fs::path> mid_epoch;
   for (const fs::path& file : checkpoints_in(before.workdir(0) / "out")) {
     if (file.filename().string().find("_sample-") != std::string::npos) mid_epoch.push_back(file);
@@ -335,14 +351,15 @@ void StopMidEpochAndResumeAt(const fs::path& root, const std::string& spec, int 
   EXPECT_EQ(mid_epoch.size(), 1u) << "one checkpoint at the stop\n" << all_logs(stopped);
 
   // Every pod's work directory carries over (the same nodes); the new pods may be fewer or more.
-  JobStart after(root, world_after, 1);
+  JobStart after(root, pods_after.pods, pods_after.per_pod);
   const auto resumed = after.run(spec + fmt::format(" --set train.epochs={}", epoch), "", trace);
-  for (int pod = 0; pod < world_after; ++pod) ASSERT_EQ(resumed[pod].exit_code, 0) << all_logs(resumed);
+  for (int pod = 0; pod < pods_after.pods; ++pod) ASSERT_EQ(resumed[pod].exit_code, 0) << all_logs(resumed);
   EXPECT_NE(resumed[0].log.find("(step " + step + ")"), std::string::npos) << "resumed at the stop's step\n"
                                                                            << all_logs(resumed);
-  EXPECT_NE(resumed[0].log.find(fmt::format("world size changed from {} to {}", world_before, world_after)),
-            std::string::npos)
-      << all_logs(resumed);
+  const std::string changed = world_before != world_after
+                                  ? fmt::format("world size changed from {} to {}", world_before, world_after)
+                                  : fmt::format("the ranks now stand in {} node(s) of {}", pods_after.pods, pods_after.per_pod);
+  EXPECT_NE(resumed[0].log.find(changed), std::string::npos) << all_logs(resumed);
 
   const auto epochs = traced_samples(root / "trace");
   ASSERT_EQ(epochs.size(), static_cast<std::size_t>(epoch));
@@ -369,28 +386,76 @@ TEST_F(Restarts, AChangedSettingRefusedByRank0StopsTheOtherPodWithItsMessage) {
   EXPECT_NE(changed[1].log.find("train.lr: 0.01 -> 0.003"), std::string::npos) << all_logs(changed);
 }
 
+// Batches of one: epochs of seconds, so that the stop comes mid-epoch and not at an epoch's end.
+JobSettings many_steps() {
+  JobSettings settings;
+  settings.batch = 1;
+  return settings;
+}
+
 TEST_F(Restarts, AStopMidEpochResumesFromTwoRanksOnOne) {
-  StopMidEpochAndResumeAt(dir_.path(), spec_arguments({}), 2, 1);
+  StopMidEpochAndResumeAt(dir_.path(), spec_arguments(many_steps()), {2, 1}, {1, 1});
 }
 
 TEST_F(Restarts, AStopMidEpochResumesFromOneRankOnThree) {
-  StopMidEpochAndResumeAt(dir_.path(), spec_arguments({}), 1, 3);
+  StopMidEpochAndResumeAt(dir_.path(), spec_arguments(many_steps()), {1, 1}, {3, 1});
 }
 
-// Packed shards read shard by shard through a shuffle buffer keep the same promise: 1,000 images packed by
-// `trainpoint pack` (900 for training) into shards of 64 KiB, stopped on two ranks, resumed on three.
-TEST_F(Restarts, AStopMidEpochOverPackedShardsResumesFromTwoRanksOnThree) {
+// 1,000 images packed by `trainpoint pack` (900 for training) into shards of 64 KiB, and a spec that trains
+// on them; returns the spec's path.
+fs::path packed_shards_spec(const fs::path& dir) {
   const std::string trainpoint = testing::trainpoint_binary();
-  testing::run_checked(trainpoint + " make-dataset images --out " + shell_quote((dir_ / "images").string()) +
+  testing::run_checked(trainpoint + " make-dataset images --out " + shell_quote((dir / "images").string()) +
                        " --classes 3 --count 1000 --size 24 --format jpeg --seed 3");
-  testing::run_checked(trainpoint + " pack " + shell_quote((dir_ / "images").string()) + " " +
-                       shell_quote((dir_ / "shards").string()) + " --valid 0.1 --shard-size-mb 0.0625");
-  std::string spec = spec_text({});
+  testing::run_checked(trainpoint + " pack " + shell_quote((dir / "images").string()) + " " +
+                       shell_quote((dir / "shards").string()) + " --valid 0.1 --shard-size-mb 0.0625");
+  std::string spec = spec_text(many_steps());
   spec.replace(spec.find("format = \"table_csv\""), 20, "format = \"shards\"\nimage_size = 16\nshuffle_buffer = 64");
   spec.replace(spec.find("source = \"table.csv\""), 20, "source = \"shards\"");
   spec.replace(spec.find("arch = \"mlp\"\nhidden = [32]"), 26, "arch = \"small_cnn\"");
-  testing::write_text(dir_ / "shards.toml", spec);
-  StopMidEpochAndResumeAt(dir_ / "job", "--spec " + shell_quote((dir_ / "shards.toml").string()), 2, 3, 900);
+  testing::write_text(dir / "shards.toml", spec);
+  return dir / "shards.toml";
+}
+
+// The training shard of each training sample, from the index.json `trainpoint pack` wrote.
+std::vector<int> training_shard_of_samples(const fs::path& shards) {
+  const auto index = nlohmann::json::parse(testing::read_text(shards / "index.json"));
+  std::vector<int> shard;
+  int number = 0;
+  for (const auto& info : index.at("train").at("shards")) shard.insert(shard.end(), info.at("samples").get<std::size_t>(), number++);
+  return shard;
+}
+
+// In a trace of 2 pods x 2 ranks, each epoch's shards that both pods read: the order deals shards to nodes
+// (pods), so only the one shard cut between their stretches.
+void ExpectEachPodReadItsOwnShards(const std::map<int, std::string>& trace, const std::vector<int>& shard_of) {
+  std::map<int, std::array<std::set<int>, 2>> read;  // epoch -> pod -> shards
+  for (const auto& [rank, lines] : trace) {
+    std::istringstream in(lines);
+    for (int epoch = 0, sample = 0; in >> epoch >> sample;) read[epoch][rank / 2].insert(shard_of.at(sample));
+  }
+  ASSERT_FALSE(read.empty());
+  for (const auto& [epoch, pods] : read) {
+    std::vector<int> both;
+    std::set_intersection(pods[0].begin(), pods[0].end(), pods[1].begin(), pods[1].end(), std::back_inserter(both));
+    EXPECT_LE(both.size(), 1u) << "epoch " << epoch << ": pod 0 read " << pods[0].size() << " shards, pod 1 "
+                               << pods[1].size() << ", " << both.size() << " of them the same";
+    EXPECT_GE(pods[0].size() + pods[1].size(), 2u);
+  }
+}
+
+// Packed shards are dealt to nodes: stopped on 2 pods of 2 ranks (each pod reading its own shards), resumed
+// on 3 pods of 1 and on 1 pod of 4, every sample of the interrupted epoch is trained once.
+TEST_F(Restarts, AStopMidEpochOverPackedShardsOnTwoPodsOfTwoResumesOnThreePodsOfOne) {
+  const fs::path spec = packed_shards_spec(dir_.path());
+  std::map<int, std::string> trace;
+  StopMidEpochAndResumeAt(dir_ / "job", "--spec " + shell_quote(spec.string()), {2, 2}, {3, 1}, 900, &trace);
+  ExpectEachPodReadItsOwnShards(trace, training_shard_of_samples(dir_ / "shards"));
+}
+
+TEST_F(Restarts, AStopMidEpochOverPackedShardsOnTwoPodsOfTwoResumesOnOnePodOfFour) {
+  const fs::path spec = packed_shards_spec(dir_.path());
+  StopMidEpochAndResumeAt(dir_ / "job", "--spec " + shell_quote(spec.string()), {2, 2}, {1, 4}, 900);
 }
 
 // Each epoch's train_loss in <output>/metrics.jsonl.
