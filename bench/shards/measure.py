@@ -18,6 +18,7 @@ Lines that are not JSON go to stderr. Exits with the command's status.
 usage: measure.py [--cache DIR]... [--set KEY=VALUE]... -- COMMAND [ARG...]
 """
 import argparse
+import fcntl
 import json
 import os
 import subprocess
@@ -119,7 +120,13 @@ def main():
         "disk_mb": round(end_disk / 2**20, 1),
         "peak_disk_mb": round(max(peak_disk, end_disk) / 2**20, 1),
     })
-    print(json.dumps(result), flush=True)
+    # One write of the whole line under a lock: the ranks of a job append to one results file at once.
+    sys.stdout.flush()
+    fcntl.flock(1, fcntl.LOCK_EX)
+    try:
+        os.write(1, (json.dumps(result) + "\n").encode())
+    finally:
+        fcntl.flock(1, fcntl.LOCK_UN)
     sys.exit(status if status >= 0 else 128 - status)  # a signal as the shell reports it
 
 
