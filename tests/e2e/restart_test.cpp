@@ -18,6 +18,7 @@
 
 #include "s3/s3_server.h"
 #include "support/background_process.h"
+#include "support/fault_proxy.h"
 #include "support/process.h"
 #include "support/tables.h"
 #include "support/temp_dir.h"
@@ -456,6 +457,50 @@ TEST_F(Restarts, AStopMidEpochOverPackedShardsOnTwoPodsOfTwoResumesOnThreePodsOf
 TEST_F(Restarts, AStopMidEpochOverPackedShardsOnTwoPodsOfTwoResumesOnOnePodOfFour) {
   const fs::path spec = packed_shards_spec(dir_.path());
   StopMidEpochAndResumeAt(dir_ / "job", "--spec " + shell_quote(spec.string()), {2, 2}, {1, 4}, 900);
+}
+
+// A job of 2 pods x 2 ranks streaming packed shards from S3: each pod reads its own shards into one cache for
+// its ranks, so the job downloads each training shard about once an epoch (the shard cut between the pods'
+// stretches twice), where ranks with caches of their own and every shard each downloaded them 4 times.
+// GETs counted at a proxy in front of MinIO.
+TEST_F(Restarts, TwoPodsOfTwoRanksStreamingShardsDownloadEachShardAboutOnce) {
+  testing::S3Server server;
+  const std::string environment = testing::S3Server::key_environment();
+  const std::string trainpoint = testing::trainpoint_binary();
+  testing::run_checked(trainpoint + " make-dataset images --out " + shell_quote((dir_ / "images").string()) +
+                       " --classes 3 --count 1000 --size 24 --format jpeg --seed 3");
+  testing::run_checked("env " + environment + " " + trainpoint + " pack " + shell_quote((dir_ / "images").string()) +
+                       " s3://test-bucket/shards --valid 0.1 --shard-size-mb 0.0625 --endpoint " + server.endpoint());
+  const testing::FaultProxy proxy(server.port(), "[]");
+  JobSettings settings;
+  settings.data = "s3://test-bucket/shards";
+  settings.endpoint = proxy.endpoint();
+  settings.epochs = 1;
+  std::string spec = spec_text(settings);
+  spec.replace(spec.find("format = \"table_csv\""), 20, "format = \"shards\"\nimage_size = 16\nshuffle_buffer = 64");
+  spec.replace(spec.find("arch = \"mlp\"\nhidden = [32]"), 26, "arch = \"small_cnn\"");
+  testing::write_text(dir_ / "shards.toml", spec);
+  JobStart job(dir_ / "job", 2, 2);
+  const auto ran = job.run("--spec " + shell_quote((dir_ / "shards.toml").string()), "", environment);
+  ASSERT_EQ(ran[0].exit_code, 0) << all_logs(ran);
+  ASSERT_EQ(ran[1].exit_code, 0) << all_logs(ran);
+
+  std::map<std::string, int> gets;
+  std::istringstream log(proxy.requests());
+  for (std::string method, path, range, fault; log >> method >> path >> range >> fault;) {
+    if (method == "GET" && fs::path(path).extension() == ".tar") ++gets[fs::path(path).filename().string()];
+  }
+  int training_gets = 0;
+  std::size_t training_shards = 0;
+  for (const auto& [name, count] : gets) {
+    EXPECT_LE(count, 2) << name << ": once per pod at most";
+    if (name.rfind("train-", 0) == 0) {
+      training_gets += count;
+      ++training_shards;
+    }
+  }
+  ASSERT_GE(training_shards, 30u) << proxy.requests();
+  EXPECT_LE(training_gets, static_cast<int>(training_shards) + 2) << proxy.requests();
 }
 
 // Each epoch's train_loss in <output>/metrics.jsonl.
