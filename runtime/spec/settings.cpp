@@ -219,10 +219,10 @@ std::vector<Setting> data_settings() {
                "once (the one or two a shuffle buffer spans, and a few ahead) must fit; a rank waiting for its shard "
                "may go one shard over."),
       Declare("data.shuffle_buffer", &Spec::data, &DataSpec::shuffle_buffer).changes_run().fallback(10000).range(1, 1e9)
-          .doc("data.format = \"shards\": each epoch reads the shards in a new order (from job.seed and the epoch), "
-               "one after another, and shuffles the samples within consecutive blocks of this many; the one or two "
-               "shards a block spans (more for a block larger than a shard) are on disk at once (docs/s3.md, "
-               "\"Packed shards\")."),
+          .doc("data.format = \"shards\": each epoch deals the shards, in a new order (from job.seed and the epoch), "
+               "to the nodes (pods), each node's ranks reading only its shards, one after another, and shuffles the "
+               "samples within consecutive blocks of this many; the one or two shards a block spans (more for a block "
+               "larger than a shard) are on disk at once (docs/s3.md, \"Packed shards\")."),
       Declare("data.endpoint", &Spec::data, &DataSpec::endpoint).optional()
           .doc("s3:// sources: the S3 endpoint, such as http://minio.minio:9000. Unset: AWS_ENDPOINT_URL_S3, "
                "AWS_ENDPOINT_URL, S3_ENDPOINT_URL or MINIO_URL, else AWS (docs/s3.md)."),
