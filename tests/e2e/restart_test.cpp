@@ -402,20 +402,32 @@ TEST_F(Restarts, AStopMidEpochResumesFromOneRankOnThree) {
   StopMidEpochAndResumeAt(dir_.path(), spec_arguments(many_steps()), {1, 1}, {3, 1});
 }
 
-// 1,000 images packed by `trainpoint pack` (900 for training) into shards of 64 KiB, and a spec that trains
-// on them; returns the spec's path.
-fs::path packed_shards_spec(const fs::path& dir) {
+// 1,000 images in 3 classes, packed by `trainpoint pack` (900 for training) into shards of 64 KiB at
+// `destination` (a directory, or s3:// with `s3_options` naming the endpoint and `environment` the keys).
+void pack_images(const fs::path& dir, const std::string& destination, const std::string& s3_options = "",
+                 const std::string& environment = "") {
   const std::string trainpoint = testing::trainpoint_binary();
   testing::run_checked(trainpoint + " make-dataset images --out " + shell_quote((dir / "images").string()) +
                        " --classes 3 --count 1000 --size 24 --format jpeg --seed 3");
-  testing::run_checked(trainpoint + " pack " + shell_quote((dir / "images").string()) + " " +
-                       shell_quote((dir / "shards").string()) + " --valid 0.1 --shard-size-mb 0.0625");
-  std::string spec = spec_text(many_steps());
+  testing::run_checked("env " + environment + " " + trainpoint + " pack " + shell_quote((dir / "images").string()) +
+                       " " + shell_quote(destination) + " --valid 0.1 --shard-size-mb 0.0625 " + s3_options);
+}
+
+// A spec training a small CNN on the packed shards at settings.data, written to `file`.
+fs::path write_shards_spec(const fs::path& file, const JobSettings& settings) {
+  std::string spec = spec_text(settings);
   spec.replace(spec.find("format = \"table_csv\""), 20, "format = \"shards\"\nimage_size = 16\nshuffle_buffer = 64");
-  spec.replace(spec.find("source = \"table.csv\""), 20, "source = \"shards\"");
   spec.replace(spec.find("arch = \"mlp\"\nhidden = [32]"), 26, "arch = \"small_cnn\"");
-  testing::write_text(dir / "shards.toml", spec);
-  return dir / "shards.toml";
+  testing::write_text(file, spec);
+  return file;
+}
+
+// Shards packed in <dir>/shards and a spec of many steps training on them; returns the spec's path.
+fs::path packed_shards_spec(const fs::path& dir) {
+  pack_images(dir, (dir / "shards").string());
+  JobSettings settings = many_steps();
+  settings.data = (dir / "shards").string();
+  return write_shards_spec(dir / "shards.toml", settings);
 }
 
 // The training shard of each training sample, from the index.json `trainpoint pack` wrote.
@@ -466,22 +478,15 @@ TEST_F(Restarts, AStopMidEpochOverPackedShardsOnTwoPodsOfTwoResumesOnOnePodOfFou
 TEST_F(Restarts, TwoPodsOfTwoRanksStreamingShardsDownloadEachShardAboutOnce) {
   testing::S3Server server;
   const std::string environment = testing::S3Server::key_environment();
-  const std::string trainpoint = testing::trainpoint_binary();
-  testing::run_checked(trainpoint + " make-dataset images --out " + shell_quote((dir_ / "images").string()) +
-                       " --classes 3 --count 1000 --size 24 --format jpeg --seed 3");
-  testing::run_checked("env " + environment + " " + trainpoint + " pack " + shell_quote((dir_ / "images").string()) +
-                       " s3://test-bucket/shards --valid 0.1 --shard-size-mb 0.0625 --endpoint " + server.endpoint());
+  pack_images(dir_.path(), "s3://test-bucket/shards", "--endpoint " + server.endpoint(), environment);
   const testing::FaultProxy proxy(server.port(), "[]");
   JobSettings settings;
   settings.data = "s3://test-bucket/shards";
   settings.endpoint = proxy.endpoint();
   settings.epochs = 1;
-  std::string spec = spec_text(settings);
-  spec.replace(spec.find("format = \"table_csv\""), 20, "format = \"shards\"\nimage_size = 16\nshuffle_buffer = 64");
-  spec.replace(spec.find("arch = \"mlp\"\nhidden = [32]"), 26, "arch = \"small_cnn\"");
-  testing::write_text(dir_ / "shards.toml", spec);
+  const fs::path spec = write_shards_spec(dir_ / "shards.toml", settings);
   JobStart job(dir_ / "job", 2, 2);
-  const auto ran = job.run("--spec " + shell_quote((dir_ / "shards.toml").string()), "", environment);
+  const auto ran = job.run("--spec " + shell_quote(spec.string()), "", environment);
   ASSERT_EQ(ran[0].exit_code, 0) << all_logs(ran);
   ASSERT_EQ(ran[1].exit_code, 0) << all_logs(ran);
 
