@@ -249,6 +249,18 @@ std::optional<NodeCache::Hold> NodeCache::fetch(std::size_t index, Room room) {
   return Hold(hold.release());
 }
 
+NodeCache::Hold NodeCache::waiting_for_room() {
+  const fs::path waiting_path = locks_ / "waiting.lock";
+  LockFile waiting(waiting_path);
+  waiting.lock(LOCK_SH, waiting_path);
+  return Hold(waiting.release());
+}
+
+bool NodeCache::readers_waiting() const {
+  LockFile waiting(locks_ / "waiting.lock");
+  return !waiting.try_lock(LOCK_EX);
+}
+
 NodeCache::Usage NodeCache::usage(std::size_t index) const {
   Usage usage;
   // Downloads in flight: a fetch lock with a reservation, held. One that nobody holds was left by a process
@@ -302,6 +314,8 @@ bool NodeCache::make_room(std::size_t index, Room room, int fetch_fd) {
   const fs::path room_path = locks_ / "room.lock";
   LockFile room_lock(room_path);
   room_lock.lock(LOCK_EX, room_path);
+  // The room a waiting reader needs is not taken ahead of the readers, nor made for them (nothing evicted).
+  if (room == Room::capacity && readers_waiting()) return false;
   Usage usage = this->usage(index);
   if (usage.bytes + bytes > limit) {
     // Files of another size first, then least recently used first.

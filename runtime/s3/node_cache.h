@@ -7,8 +7,9 @@
 //   <directory>.lock    held shared by every process using the directory, so that an unused one can be removed
 //   <directory>.locks/  per object a hold lock (shared by the processes that hold the object: never deleted
 //                       while held) and a fetch lock (exclusive while one process downloads the object; its
-//                       content is the bytes it reserved, counted by the others until it lets go), and the room
-//                       lock, under which the directory's bytes are counted and files evicted.
+//                       content is the bytes it reserved, counted by the others until it lets go), the room
+//                       lock, under which the directory's bytes are counted and files evicted, and the waiting
+//                       lock, held shared by the readers that wait for room.
 // The lock files stay; nothing under a live lock is deleted.
 #pragma once
 
@@ -31,15 +32,19 @@ std::filesystem::path node_cache_directory(const std::filesystem::path& parent, 
 
 class NodeCache {
  public:
-  // How far a download may fill the directory.
+  // How far a download may fill the directory. The bound is the capacity and the largest object; only `any`
+  // goes past it.
   enum class Room {
-    capacity,   // an object fetched ahead of its reader: within the capacity
-    one_over,   // an object a reader waits for: within the capacity and the largest object
-    any,        // a reader that waited too long for room the node's other ranks hold: whatever it takes
+    // An object fetched ahead of its reader: within the capacity (so that a reader's object fits beside all
+    // that is fetched ahead), and none while a reader of the node waits for room (waiting_for_room): fetching
+    // ahead never takes the room a waiting reader needs.
+    capacity,
+    one_over,  // an object a reader waits for: within the capacity and the largest object
+    any,       // a reader that waited too long for room the node's other ranks hold: whatever it takes
   };
 
-  // A process's hold on one object: while any process holds it, no process deletes its file. Released when
-  // destroyed, or by the kernel when the process dies.
+  // A process's hold on one object: while any process holds it, no process deletes its file; or a reader's
+  // wait for room (waiting_for_room). Released when destroyed, or by the kernel when the process dies.
   class Hold {
    public:
     Hold() = default;
@@ -77,6 +82,13 @@ class NodeCache {
   // when that room cannot be made now: the node's ranks hold the rest, and a later try may find it. Throws
   // the download's tp::Error.
   std::optional<Hold> fetch(std::size_t index, Room room);
+
+  // A reader of this process waits for room (its fetch found none): while any process of the node holds one,
+  // fetches with Room::capacity that need room find none, and the ranks give up the objects they read last
+  // (readers_waiting). Held until destroyed.
+  Hold waiting_for_room();
+  // Whether a reader of the node (this process's included) waits for room.
+  bool readers_waiting() const;
 
   // Bytes of the objects in the directory: their files and those of downloads in flight or left by a killed
   // process.

@@ -54,7 +54,7 @@ void PrefetchCache::set_order(std::vector<std::size_t> order) {
   for (std::size_t position = 0; position < order_.size(); ++position)
     position_in_order_[order_[position]] = position;
   cursor_ = 0;
-  if (node_) let_go(false);
+  if (node_) let_go(Shed::nothing);
   changed_.notify_all();
 }
 
@@ -75,7 +75,7 @@ fs::path PrefetchCache::acquire(std::size_t index) {
   }
   if (node_ && recent_[0] != index) {
     recent_[1] = std::exchange(recent_[0], index);
-    let_go(false);  // what the reader has moved past
+    let_go(Shed::nothing);  // what the reader has moved past
   }
   if (entry.holders++ == 0 && !node_) evictable_.erase(entry.last_use);  // held: never evicted while read
   // Wanted now. A node's cache may also find no room for an object it is fetching: tried again as wanted now.
@@ -100,7 +100,7 @@ void PrefetchCache::release(std::size_t index) {
   Entry& entry = entries_.at(index);
   if (entry.holders > 0 && --entry.holders == 0 && entry.state == State::local && entry.read) {
     if (node_) {
-      if (!keeps(index, false)) let_go_of(index);
+      if (!keeps(index, Shed::nothing)) let_go_of(index);
     } else {
       evictable_[entry.last_use] = index;
     }
@@ -114,12 +114,14 @@ std::uint64_t PrefetchCache::bytes_on_disk() const {
   return bytes_on_disk_;
 }
 
-bool PrefetchCache::keeps(std::size_t index, bool room_wanted) const {
+bool PrefetchCache::keeps(std::size_t index, Shed shed) const {
   if (entries_[index].holders > 0) return true;
   const std::size_t position = position_in_order_[index];
-  if (position != SIZE_MAX && position >= cursor_ && position < cursor_ + options_.lookahead) return true;
+  if (position != SIZE_MAX && position >= cursor_ && position < cursor_ + options_.lookahead) {
+    return shed != Shed::window || position == cursor_;  // the next of the order is read soon, whatever else
+  }
   // Read last: a shuffle block spans the one or two shards read last, each read and released in turn.
-  return !room_wanted && (index == recent_[0] || index == recent_[1]);
+  return shed == Shed::nothing && (index == recent_[0] || index == recent_[1]);
 }
 
 void PrefetchCache::let_go_of(std::size_t index) {
@@ -130,21 +132,37 @@ void PrefetchCache::let_go_of(std::size_t index) {
   held_.erase(std::remove(held_.begin(), held_.end(), index), held_.end());
 }
 
-bool PrefetchCache::let_go(bool room_wanted) {
+bool PrefetchCache::let_go(Shed shed) {
   std::vector<std::size_t> done;
   for (const std::size_t index : held_) {
-    if (!keeps(index, room_wanted)) done.push_back(index);
+    if (!keeps(index, shed)) done.push_back(index);
   }
   for (const std::size_t index : done) let_go_of(index);
   return !done.empty();
 }
 
+void PrefetchCache::note_waiting() {
+  const bool waiting = std::any_of(urgent_.begin(), urgent_.end(), [&](std::size_t index) {
+    return entries_[index].waiting_for_room_since.has_value();
+  });
+  if (!waiting) {
+    waiting_ = {};
+  } else if (!waiting_.held()) {
+    waiting_ = node_->waiting_for_room();  // at once: no process holds the lock but for a moment
+  }
+}
+
 bool PrefetchCache::fetch_shared(std::unique_lock<std::mutex>& lock) {
+  // Urgent: wanted now and not in yet. An object in, or no longer waited for, is not.
   urgent_.erase(std::remove_if(urgent_.begin(), urgent_.end(),
                                [&](std::size_t index) {
-                                 return entries_[index].state == State::local || entries_[index].holders == 0;
+                                 Entry& entry = entries_[index];
+                                 if (entry.state != State::local && entry.holders > 0) return false;
+                                 entry.waiting_for_room_since.reset();
+                                 return true;
                                }),
                 urgent_.end());
+  note_waiting();
   std::size_t next = SIZE_MAX;
   for (const std::size_t index : urgent_) {
     if (next == SIZE_MAX && entries_[index].state == State::remote) next = index;
@@ -157,8 +175,8 @@ bool PrefetchCache::fetch_shared(std::unique_lock<std::mutex>& lock) {
   // A reader waits for it: fetched even one object past the capacity, and past that once waited too long.
   NodeCache::Room room = NodeCache::Room::capacity;
   if (entries_[next].holders > 0) {
-    const bool waited_too_long = waiting_for_room_since_ &&
-                                 std::chrono::steady_clock::now() - *waiting_for_room_since_ > options_.patience;
+    const auto& since = entries_[next].waiting_for_room_since;
+    const bool waited_too_long = since && std::chrono::steady_clock::now() - *since >= options_.patience;
     room = waited_too_long ? NodeCache::Room::any : NodeCache::Room::one_over;
   }
   entries_[next].state = State::fetching;
@@ -175,6 +193,7 @@ bool PrefetchCache::fetch_shared(std::unique_lock<std::mutex>& lock) {
   entry.state = State::remote;
   if (failure) {
     error_ = failure;
+    waiting_ = {};
     changed_.notify_all();
     return true;
   }
@@ -182,16 +201,25 @@ bool PrefetchCache::fetch_shared(std::unique_lock<std::mutex>& lock) {
     entry.state = State::local;
     entry.hold = std::move(*hold);
     entry.last_use = ++clock_;
+    entry.waiting_for_room_since.reset();
     held_.push_back(next);
-    waiting_for_room_since_.reset();
-    if (!keeps(next, false)) let_go_of(next);  // the order moved on while it came
+    note_waiting();
+    if (!keeps(next, Shed::nothing)) let_go_of(next);  // the order moved on while it came
     changed_.notify_all();
     return true;
   }
-  // No room in the node's cache: what this rank read and no longer reads goes first, else the node's other
-  // ranks must let go of something.
-  if (entry.holders > 0 && !waiting_for_room_since_) waiting_for_room_since_ = std::chrono::steady_clock::now();
-  if (!let_go(true)) changed_.wait_for(lock, entry.holders > 0 ? kRoomPollWanted : kRoomPollAhead);
+  if (entry.holders == 0) {
+    // No room ahead of the readers: what this rank read last goes first, else a reader's release makes some.
+    if (!let_go(Shed::recent)) changed_.wait_for(lock, kRoomPollAhead);
+    return true;
+  }
+  // No room for a reader's object. The node's ranks fetch nothing ahead into room from now on, and give up what
+  // they read last; this rank gives up what it does not read now: what it read last, then its window beyond
+  // the next object. Else the room comes from the node's readers moving on, tried again soon, and once the
+  // reader has waited options.patience, past the bound (Room::any).
+  if (!entry.waiting_for_room_since) entry.waiting_for_room_since = std::chrono::steady_clock::now();
+  note_waiting();
+  if (!let_go(Shed::recent) && !let_go(Shed::window)) changed_.wait_for(lock, kRoomPollWanted);
   return true;
 }
 
@@ -212,7 +240,22 @@ bool PrefetchCache::make_room(std::uint64_t bytes) {
 void PrefetchCache::fetch_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (node_ && !stopping_ && !error_) {
-    if (!fetch_shared(lock)) changed_.wait(lock);
+    try {
+      if (fetch_shared(lock)) continue;
+      // Nothing to fetch. What this rank read last it keeps until a reader of the node waits for room: looked
+      // at now and then while it keeps some.
+      const bool read_last = std::any_of(held_.begin(), held_.end(),
+                                         [&](std::size_t index) { return !keeps(index, Shed::recent); });
+      if (!read_last) {
+        changed_.wait(lock);
+      } else if (changed_.wait_for(lock, kRoomPollAhead) == std::cv_status::timeout && node_->readers_waiting()) {
+        let_go(Shed::recent);
+      }
+    } catch (...) {  // a lock file of the node's cache (the fetches' own errors are the readers')
+      error_ = std::current_exception();
+      waiting_ = {};
+      changed_.notify_all();
+    }
   }
   while (!node_ && !stopping_) {
     // What to fetch next: objects a reader waits for first (even past the capacity: a reader must get its

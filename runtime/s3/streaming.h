@@ -42,8 +42,10 @@ class PrefetchCache {
                 std::vector<std::filesystem::path> relative_paths, std::filesystem::path directory,
                 Options options);
   // The node's cache, shared with the node's other ranks (within its own capacity): this rank holds the objects
-  // of its window (fetched ahead, not read yet) and those being read, and the two it read last until the
-  // room is wanted.
+  // being read and those of its window (fetched ahead, not read yet), and the two it read last until a reader of
+  // the node waits for room. A reader of this rank that finds no room gives up first the two read last, then the
+  // window beyond the next object of the order; and while it waits no rank of the node fetches ahead into room
+  // (NodeCache::Room::capacity). It gets its object past the bound only once it has waited options.patience.
   PrefetchCache(std::shared_ptr<NodeCache> node, Options options);
   ~PrefetchCache();
   PrefetchCache(const PrefetchCache&) = delete;
@@ -66,6 +68,14 @@ class PrefetchCache {
     bool read = false;           // read at least once: may be evicted when not held
     std::uint64_t last_use = 0;  // for least-recently-used eviction
     NodeCache::Hold hold;        // a node's cache: this rank's hold while local
+    // A node's cache: since when a reader waits for room for it (its first fetch that found none).
+    std::optional<std::chrono::steady_clock::time_point> waiting_for_room_since;
+  };
+  // A node's cache: what this rank gives up when room is wanted.
+  enum class Shed {
+    nothing,
+    recent,  // the objects read last that no reader holds
+    window,  // those, and the window's objects beyond the next of the order that no reader holds
   };
 
   std::filesystem::path path(std::size_t index) const;
@@ -75,12 +85,14 @@ class PrefetchCache {
   // A node's cache: fetches the next object a reader waits for, else the next of the window; false when there
   // is nothing to fetch.
   bool fetch_shared(std::unique_lock<std::mutex>& lock);
-  // A node's cache: whether this rank still holds local object `index` (read now, in the window ahead, or, unless
-  // `room_wanted`, one of the two objects read last).
-  bool keeps(std::size_t index, bool room_wanted) const;
+  // A node's cache: whether this rank still holds local object `index` after giving up `shed` (held by a reader,
+  // in the window ahead, one of the two objects read last).
+  bool keeps(std::size_t index, Shed shed) const;
   // A node's cache: lets go of the local objects this rank no longer keeps; true if it let go of any.
-  bool let_go(bool room_wanted);
+  bool let_go(Shed shed);
   void let_go_of(std::size_t index);
+  // A node's cache: holds the node's waiting lock while a reader of this rank waits for room, and only then.
+  void note_waiting();
 
   std::shared_ptr<NodeCache> node_;  // set for a node's cache
   Client* client_;
@@ -105,7 +117,7 @@ class PrefetchCache {
   bool fetcher_needs_room_ = false;  // the next object in the window waits for a release to evict something
   std::vector<std::size_t> held_;    // a node's cache: the local objects, which this rank holds
   std::size_t recent_[2] = {SIZE_MAX, SIZE_MAX};  // a node's cache: the objects acquired last, the last first
-  std::optional<std::chrono::steady_clock::time_point> waiting_for_room_since_;  // a reader's object, no room
+  NodeCache::Hold waiting_;  // a node's cache: held while a reader of this rank waits for room
   std::thread fetcher_;
 };
 

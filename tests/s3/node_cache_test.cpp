@@ -294,9 +294,14 @@ TEST_F(NodeCacheTest, RanksReadingThroughAFewShardsOfRoomStayWithinTheBound) {
     for (std::uint64_t seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
     }
   };
+  // Sampled every 200 us besides after each read: often enough to see a shard in flight, without a core of
+  // its own (a watcher that never slept took one from the ranks on a loaded machine).
   std::atomic<bool> reading{true};
   std::thread watcher([&] {
-    while (reading) note();
+    while (reading) {
+      note();
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
   });
   std::vector<std::unique_ptr<Client>> clients;
   std::vector<std::shared_ptr<NodeCache>> caches;
@@ -316,6 +321,94 @@ TEST_F(NodeCacheTest, RanksReadingThroughAFewShardsOfRoomStayWithinTheBound) {
   EXPECT_LE(most.load(), capacity + object_size());
   EXPECT_GE(most.load(), 2 * object_size());  // the room was used
   EXPECT_LE(bytes_in(directory_), capacity + object_size());
+}
+
+// A reader that finds no room while its own rank holds shards fetched ahead gives up those it does not read
+// next, and gets its shard at once: here the reader wants a shard out of the order (its rank holds the order's
+// first two) while another rank holds the rest of the room.
+TEST_F(NodeCacheTest, AReaderWithoutRoomGivesUpItsWindowBeyondTheNextShard) {
+  upload(8, 20000);
+  const std::uint64_t capacity = 3 * object_size();
+  const auto other_client = client();
+  const auto other = node(*other_client, capacity);
+  auto other_first = other->fetch(7, NodeCache::Room::capacity);
+  ASSERT_TRUE(other_first);
+  const auto own_client = client();
+  PrefetchCache::Options options;
+  options.lookahead = 2;
+  options.patience = std::chrono::minutes(2);
+  PrefetchCache cache(node(*own_client, capacity), options);
+  cache.set_order({0, 1, 2, 3});
+  // The window: 0 and 1 fetched ahead, the capacity full.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (gets_of(0) + gets_of(1) < 2 || bytes_in(directory_) < capacity) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << proxy_->requests();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // The other rank's reader takes the room over the capacity: the node holds all its bound.
+  auto other_second = other->fetch(6, NodeCache::Room::one_over);
+  ASSERT_TRUE(other_second);
+  const auto start = std::chrono::steady_clock::now();
+  const fs::path path = cache.acquire(5);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));  // not the patience
+  EXPECT_EQ(read_all(path), contents_[5]);
+  cache.release(5);
+  EXPECT_TRUE(fs::exists(directory_ / paths_[0]));  // the next shard of the order, kept
+  EXPECT_FALSE(fs::exists(directory_ / paths_[1]));
+  EXPECT_LE(bytes_in(directory_), capacity + object_size());
+  EXPECT_EQ(read_all(cache.acquire(0)), contents_[0]);
+  EXPECT_EQ(gets_of(0), 1);
+  cache.release(0);
+}
+
+// While a reader of the node waits for room, nothing is fetched ahead into room (what is in is still found), and
+// the reader's own fetch may go one shard over the capacity.
+TEST_F(NodeCacheTest, NothingIsFetchedAheadIntoTheRoomAWaitingReaderNeeds) {
+  upload(3, 20000);
+  const auto own_client = client();
+  const auto cache = node(*own_client, 2 * object_size());
+  const auto other_client = client();
+  const auto other = node(*other_client, 2 * object_size());
+  auto first = other->fetch(0, NodeCache::Room::capacity);
+  ASSERT_TRUE(first);
+  EXPECT_FALSE(cache->readers_waiting());
+  std::optional<NodeCache::Hold> read;
+  {
+    const NodeCache::Hold waiting = other->waiting_for_room();
+    EXPECT_TRUE(cache->readers_waiting());
+    EXPECT_FALSE(cache->fetch(1, NodeCache::Room::capacity));  // room for it, but a reader waits
+    EXPECT_TRUE(cache->fetch(0, NodeCache::Room::capacity));   // in already: no room taken
+    read = other->fetch(1, NodeCache::Room::one_over);
+    ASSERT_TRUE(read);
+  }
+  EXPECT_FALSE(cache->readers_waiting());
+  EXPECT_FALSE(cache->fetch(2, NodeCache::Room::capacity));  // the capacity is full and held
+  EXPECT_EQ(gets_of(2), 0);
+}
+
+// A reader that waits for room that the node's other ranks keep (here a rank that holds it and does not read on,
+// as one waiting in a collective) gets its shard once it has waited its patience, past the bound.
+TEST_F(NodeCacheTest, AReaderPastItsPatienceGetsItsShardPastTheBound) {
+  upload(3, 20000);
+  const auto other_client = client();
+  const auto other = node(*other_client, object_size());
+  auto first = other->fetch(0, NodeCache::Room::capacity);
+  auto second = other->fetch(1, NodeCache::Room::one_over);
+  ASSERT_TRUE(first && second);
+  const auto own_client = client();
+  PrefetchCache::Options options;
+  options.lookahead = 1;
+  options.patience = std::chrono::milliseconds(300);
+  PrefetchCache cache(node(*own_client, object_size()), options);
+  cache.set_order({2});
+  const auto start = std::chrono::steady_clock::now();
+  const fs::path path = cache.acquire(2);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, options.patience);
+  EXPECT_LT(waited, std::chrono::seconds(30));
+  EXPECT_EQ(read_all(path), contents_[2]);
+  EXPECT_EQ(bytes_in(directory_), 3 * object_size());  // the escape: past the capacity and one shard
+  cache.release(2);
 }
 
 // A file under a shard's name with another size (left by something else than a complete download) is not taken
