@@ -142,10 +142,12 @@ export AWS_ALLOW_HTTP=true  # obstore, LitData's S3 client for chunks, refuses a
 s5cmd=(s5cmd --endpoint-url "$AWS_ENDPOINT_URL")  # (--log error would hide ls's listing too)
 
 # The unpacked images, once, for s3torchconnector (and nothing else): s3://bench/images/CLASS/FILE.jpg.
-echo "# uploading the unpacked images (s5cmd)" >&2
-(cd "$data" && "${s5cmd[@]}" --numworkers 64 cp './*' s3://bench/images/ >/dev/null)
-uploaded=$("${s5cmd[@]}" ls 's3://bench/images/*' | wc -l)
-[ "$uploaded" -eq "$images" ] || { echo "uploaded $uploaded objects of $images" >&2; exit 1; }
+if [[ " ${tools[*]} " == *" s3torch "* ]]; then
+  echo "# uploading the unpacked images (s5cmd)" >&2
+  (cd "$data" && "${s5cmd[@]}" --numworkers 64 cp './*' s3://bench/images/ >/dev/null)
+  uploaded=$("${s5cmd[@]}" ls 's3://bench/images/*' | wc -l)
+  [ "$uploaded" -eq "$images" ] || { echo "uploaded $uploaded objects of $images" >&2; exit 1; }
+fi
 # Every packer reads the folder from the page cache. (Clearing the page cache between runs needs root and a
 # machine of our own: MinIO's objects and the folder are as cached as the machine leaves them, alike for all.)
 find "$data" -type f -exec cat {} + >/dev/null
