@@ -94,6 +94,11 @@ void check_layouts(const std::vector<RankLayout>& layouts, std::size_t dataset_s
   }
 }
 
+// A fresh epoch's layouts: the options' own, from the start.
+std::vector<RankLayout> one_layout(const SamplerOptions& options) {
+  return {{0, options.world_size, options.ranks_per_node}};
+}
+
 // Packed shards: each stretch of the epoch dealt to its layout's nodes, what it left cut anew for the next.
 Samples shard_order(const SamplerOptions& options, const std::vector<RankLayout>& layouts, std::mt19937_64& generator) {
   check_layouts(layouts, options.dataset_size);
@@ -118,10 +123,6 @@ Samples shard_order(const SamplerOptions& options, const std::vector<RankLayout>
 }
 
 }  // namespace
-
-std::vector<RankLayout> one_layout(const SamplerOptions& options) {
-  return {{0, options.world_size, options.ranks_per_node}};
-}
 
 std::vector<std::size_t> epoch_order(const SamplerOptions& options, std::int64_t epoch,
                                      const std::vector<RankLayout>& layouts) {

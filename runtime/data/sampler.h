@@ -48,11 +48,9 @@ struct RankLayout {
   int ranks_per_node = 1;
 };
 
-// The layouts an epoch ran under, the first from its start, the last the options' own: a fresh epoch's.
-std::vector<RankLayout> one_layout(const SamplerOptions& options);
-
 // The global order of one epoch, before it is split over the ranks: what DistributedSampler::indices deals
-// out. `layouts`: the stretches of the epoch (from_sample ascending, the first 0); empty: one_layout(options).
+// out. `layouts`: the stretches of the epoch (from_sample ascending, the first 0); empty: a fresh epoch's, the
+// options' own layout from the start.
 std::vector<std::size_t> epoch_order(const SamplerOptions& options, std::int64_t epoch,
                                      const std::vector<RankLayout>& layouts = {});
 

@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -27,12 +26,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::bytes_in;
+using testing::read_text;
 using testing::S3Server;
-
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // The temporary files of downloads of `file` in its directory.
 std::vector<fs::path> temporaries_of(const fs::path& file) {
@@ -153,7 +148,7 @@ class NodeCacheTest : public ::testing::Test {
     std::size_t right = 0;
     for (const std::size_t index : order) {
       const fs::path path = cache.acquire(index);
-      if (read_all(path) == contents_[index]) ++right;
+      if (read_text(path) == contents_[index]) ++right;
       if (after_each) after_each();
       cache.release(index);
     }
@@ -239,16 +234,16 @@ TEST_F(NodeCacheTest, ARankKilledWhileHoldingAShardBlocksNobody) {
   ASSERT_TRUE(first);
   // The node holds two shards, its capacity: no room for a third, and the held files stay.
   EXPECT_FALSE(cache->fetch(2, NodeCache::Room::capacity));
-  EXPECT_EQ(read_all(cache->path(0)), contents_[0]);
-  EXPECT_EQ(read_all(cache->path(1)), contents_[1]);
+  EXPECT_EQ(read_text(cache->path(0)), contents_[0]);
+  EXPECT_EQ(read_text(cache->path(1)), contents_[1]);
 
   const int status = child.kill();
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
   auto third = cache->fetch(2, NodeCache::Room::capacity);
   ASSERT_TRUE(third);
   EXPECT_FALSE(fs::exists(cache->path(0)));  // the dead rank's shard made the room
-  EXPECT_EQ(read_all(cache->path(1)), contents_[1]);
-  EXPECT_EQ(read_all(cache->path(2)), contents_[2]);
+  EXPECT_EQ(read_text(cache->path(1)), contents_[1]);
+  EXPECT_EQ(read_text(cache->path(2)), contents_[2]);
   EXPECT_LE(bytes_in(directory_), 2 * object_size());
   for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(gets_of(i), 1) << objects_[i].key;
 }
@@ -278,7 +273,7 @@ TEST_F(NodeCacheTest, ARankKilledMidDownloadLeavesNoPartialShard) {
   ASSERT_TRUE(other);
   auto hold = cache->fetch(1, NodeCache::Room::capacity);
   ASSERT_TRUE(hold);
-  EXPECT_EQ(read_all(file), contents_[1]);
+  EXPECT_EQ(read_text(file), contents_[1]);
   EXPECT_TRUE(temporaries_of(file).empty());
   EXPECT_EQ(gets_of(1), 2);
 }
@@ -351,12 +346,12 @@ TEST_F(NodeCacheTest, AReaderWithoutRoomGivesUpItsWindowBeyondTheNextShard) {
   const auto start = std::chrono::steady_clock::now();
   const fs::path path = cache.acquire(5);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));  // not the patience
-  EXPECT_EQ(read_all(path), contents_[5]);
+  EXPECT_EQ(read_text(path), contents_[5]);
   cache.release(5);
   EXPECT_TRUE(fs::exists(directory_ / paths_[0]));  // the next shard of the order, kept
   EXPECT_FALSE(fs::exists(directory_ / paths_[1]));
   EXPECT_LE(bytes_in(directory_), capacity + object_size());
-  EXPECT_EQ(read_all(cache.acquire(0)), contents_[0]);
+  EXPECT_EQ(read_text(cache.acquire(0)), contents_[0]);
   EXPECT_EQ(gets_of(0), 1);
   cache.release(0);
 }
@@ -406,7 +401,7 @@ TEST_F(NodeCacheTest, AReaderPastItsPatienceGetsItsShardPastTheBound) {
   const auto waited = std::chrono::steady_clock::now() - start;
   EXPECT_GE(waited, options.patience);
   EXPECT_LT(waited, std::chrono::seconds(30));
-  EXPECT_EQ(read_all(path), contents_[2]);
+  EXPECT_EQ(read_text(path), contents_[2]);
   EXPECT_EQ(bytes_in(directory_), 3 * object_size());  // the escape: past the capacity and one shard
   cache.release(2);
 }
@@ -421,7 +416,7 @@ TEST_F(NodeCacheTest, AFileOfAnotherSizeIsDownloadedAgain) {
   const auto cache = node(*own_client, 1 << 20);
   auto hold = cache->fetch(0, NodeCache::Room::capacity);
   ASSERT_TRUE(hold);
-  EXPECT_EQ(read_all(cache->path(0)), contents_[0]);
+  EXPECT_EQ(read_text(cache->path(0)), contents_[0]);
   EXPECT_EQ(gets_of(0), 1);
   // A complete one is taken as it is.
   auto again = cache->fetch(0, NodeCache::Room::capacity);

@@ -1,7 +1,6 @@
 // PrefetchCache: reads in sampler order while objects are fetched ahead, on bounded disk.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -15,12 +14,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::bytes_in;
+using testing::read_text;
 using testing::S3Server;
-
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 TEST(StreamingTest, FetchesAheadInReadOrderWithinTheCapacity) {
   S3Server server;
@@ -53,7 +48,7 @@ TEST(StreamingTest, FetchesAheadInReadOrderWithinTheCapacity) {
 
   for (const std::size_t index : order) {
     const fs::path path = cache.acquire(index);
-    EXPECT_EQ(read_all(path),
+    EXPECT_EQ(read_text(path),
               contents[static_cast<std::size_t>(std::stoi(objects[index].key.substr(7)) - 100)]);
     // The bound: the capacity, plus the one object a waiting reader may force in.
     EXPECT_LE(bytes_in(cache_dir), 45000u + 10000u);
