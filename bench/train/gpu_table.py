@@ -91,8 +91,12 @@ def table(results_file):
     ratio_rows = [
         ("small_cnn", trainpoint, "python eager", "at least 1.5"),
         ("small_cnn", trainpoint, "trainpoint (synchronize step timer)", "above 1: CUDA events' gain"),
-        ("resnet", trainpoint, "python DDP", "at least 1.25"),
-        ("resnet", trainpoint, "python eager", "at least 0.98"),
+        ("resnet50 batch 128", trainpoint, "python DDP", "at least 1.25"),
+        ("resnet50 batch 128", trainpoint, "python eager, channels_last", "at least 0.98"),
+        ("resnet18", trainpoint, "python eager", "reported (issue 47's GPU leg)"),
+        ("resnet18", trainpoint, "python eager, channels_last", "reported (issue 47's GPU leg)"),
+        ("resnet34", trainpoint, "python eager", "reported (issue 47's GPU leg)"),
+        ("resnet34", trainpoint, "python eager, channels_last", "reported (issue 47's GPU leg)"),
         ("", trainpoint, loop_sgd, "above 1: the foreach SGD's gain"),
         ("from JPEG", "trainpoint run", "python DataLoader", "at least 1 (and GPU as busy)"),
     ]

@@ -82,7 +82,9 @@ def engine_name(args):
         return "python DDP"
     if args.compile:
         return "python torch.compile"
-    return "python eager, tuned" if args.channels_last and args.device is None else "python eager"
+    if args.channels_last:  # run.sh's form (no --device) calls it tuned
+        return "python eager, tuned" if args.device is None else "python eager, channels_last"
+    return "python eager"
 
 
 def main():

@@ -11,13 +11,17 @@
 #   and build-bench-wheel, the wheel's 2.11 as the gpu image has it: scripts/configure-torch-wheel PYTHON
 #   build-bench-wheel -DTRAINPOINT_BUILD_TESTS=OFF -DTRAINPOINT_BUILD_BENCH=ON, then its tp-train-bench target).
 # RESNET_CONFIGS overrides the configurations: "ARCH BATCH SIZE STEPS WARMUP PRECISION;..."
+# The GPU leg: RESNET_DEVICE=cuda runs every engine on the GPU and the table gives images per second (the GPU's
+# work, not the host's); RESNET_PYTHON names a Python with torch and torchvision instead of bench/baseline-python
+# (the GPU machine has its own and no network). scripts/gpu-check runs it so, after its own benchmarks.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 repeats="${1:-5}"
 shift || true
 builds=("$@")
 [ ${#builds[@]} -gt 0 ] || builds=("$root/build" "$root/build-bench-wheel")
-python=$("$root/bench/baseline-python")
+device="${RESNET_DEVICE:-cpu}"
+python="${RESNET_PYTHON:-$("$root/bench/baseline-python")}"
 IFS=';' read -r -a configs <<< "${RESNET_CONFIGS:-resnet18 16 224 3 1 fp32;resnet34 16 224 2 1 fp32;resnet50 16 224 2 1 fp32;resnet50 16 224 2 1 bf16;resnet18 32 64 8 2 fp32;resnet18 32 64 8 2 bf16;resnet34 32 64 6 2 fp32;resnet50 32 64 4 2 fp32}"
 results="$(mktemp /tmp/tp-bench-resnet.XXXXXX.jsonl)"
 echo "python: torch $("$python" -c 'import torch; print(torch.__version__)'); load average $(cut -d' ' -f1-3 /proc/loadavg); results in $results"
@@ -39,15 +43,15 @@ for config in "${configs[@]}"; do
   for _ in $(seq "$repeats"); do
     for build in "${builds[@]}"; do
       tagged "trainpoint (LibTorch $(libtorch_of "$build"))" "$build/bench/train/tp-train-bench" "$arch" "$batch" \
-        "$size" 3 "$steps" 1 --precision "$precision" --warmup "$warmup"
+        "$size" 3 "$steps" 1 --device "$device" --precision "$precision" --warmup "$warmup"
     done
     tagged "python eager" "$python" "$root/bench/train/python_eager.py" "$arch" "$batch" "$size" 3 "$steps" 1 \
-      --precision "$precision" --warmup "$warmup"
+      --device "$device" --precision "$precision" --warmup "$warmup"
     tagged "python eager, channels_last" "$python" "$root/bench/train/python_eager.py" "$arch" "$batch" "$size" 3 \
-      "$steps" 1 --precision "$precision" --warmup "$warmup" --channels-last
+      "$steps" 1 --device "$device" --precision "$precision" --warmup "$warmup" --channels-last
   done
   tagged "python torch.compile (1 run)" "$python" "$root/bench/train/python_eager.py" "$arch" "$batch" "$size" 3 \
-    "$steps" 1 --precision "$precision" --warmup 2 --compile
+    "$steps" 1 --device "$device" --precision "$precision" --warmup 2 --compile
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 "$root/bench/train/resnet_table.py" "$results"
+python3 "$root/bench/train/resnet_table.py" "$results" "$device"
