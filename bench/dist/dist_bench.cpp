@@ -12,6 +12,7 @@
 #include "dist/gradient_sync.h"
 #include "dist/topology.h"
 #include "model/model.h"
+#include "train/training_step.h"
 
 using Clock = std::chrono::steady_clock;
 
@@ -52,7 +53,7 @@ int main(int argc, char** argv) {
   for (int step = 0; step < warmup + steps; ++step) {
     communicator->barrier();
     const auto start = Clock::now();
-    optimizer.zero_grad();
+    tp::train::drop_gradients(optimizer);  // as the trainer does
     torch::nn::functional::cross_entropy(model.forward({inputs}).toTensor(), labels).backward();
     if (synchronizer) synchronizer->finish();
     optimizer.step();

@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   };
   const auto step = [&] {
     enter(tp::train::StepPart::forward_backward);
-    optimizer->zero_grad();
+    tp::train::drop_gradients(*optimizer);
     const torch::Tensor loss = tp::train::loss_of(precision.forward(model, inputs), labels, schema);
     precision.scaled(loss).backward();
     losses.push_back(loss.detach());

@@ -101,7 +101,7 @@ LrFindResult find_learning_rate(torch::jit::Module& model, const data::Datasets&
         const auto step = static_cast<std::int64_t>(result.points.size());
         const double lr = kStartLr * std::pow(kEndLr / kStartLr, static_cast<double>(step) / (kSteps - 1));
         set_learning_rate(*optimizer, lr, 1.0);
-        optimizer->zero_grad();
+        drop_gradients(*optimizer);
         const torch::Tensor loss = loss_of(precision.forward(model, batch.inputs), batch.targets, data.schema,
                                            spec.train.label_smoothing);
         precision.scaled(loss).backward();

@@ -617,7 +617,7 @@ TrainedEpoch Fit::train_epoch(std::int64_t index) {
                                           static_cast<double>(samples_.in_epoch());
         epoch.trained.lr = lr_at(epochs_trained);
         set_learning_rate(*optimizer_, epoch.trained.lr, spec_.train.body_lr_factor);
-        optimizer_->zero_grad();
+        drop_gradients(*optimizer_);
       }
       train_batch(epoch, batch, stepping);
       if (stepping) {

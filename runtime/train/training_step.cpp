@@ -53,6 +53,12 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double lr, double bod
   }
 }
 
+void drop_gradients(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& parameter : group.params()) parameter.mutable_grad().reset();
+  }
+}
+
 void apply_gradients(Precision& precision, const std::vector<torch::Tensor>& parameters,
                      const spec::TrainSpec& train, torch::optim::Optimizer& optimizer) {
   if (!precision.unscale(parameters)) return;

@@ -38,6 +38,12 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const spec::TrainSpec& s
 // One group, or when fine-tuning two: the body, at lr x body_lr_factor, then the head at lr.
 void set_learning_rate(torch::optim::Optimizer& optimizer, double lr, double body_lr_factor);
 
+// Before a step's first backward: the optimizer's gradients dropped, not zeroed, so that autograd hands its
+// gradient over instead of adding it to zeros (PyTorch's zero_grad and LibTorch 2.x's; LibTorch 1.13's zeroes
+// in place: a pass over every gradient to clear it and one to add, 8% of the MLP's 2-rank step,
+// docs/benchmarks.md). Every reader of a gradient takes an undefined one as no gradient.
+void drop_gradients(torch::optim::Optimizer& optimizer);
+
 // The optimizer step on gradients already averaged over the ranks: unscaled (fp16), clipped after the
 // all-reduce so every rank clips the same gradients, then applied; skipped when fp16 gradients overflowed.
 void apply_gradients(Precision& precision, const std::vector<at::Tensor>& parameters, const spec::TrainSpec& train,
