@@ -40,7 +40,7 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double lr, double bod
 
 // Before a step's first backward: the optimizer's gradients dropped, not zeroed, so that autograd hands its
 // gradient over instead of adding it to zeros (PyTorch's zero_grad and LibTorch 2.x's; LibTorch 1.13's zeroes
-// in place: a pass over every gradient to clear it and one to add, 8% of the MLP's 2-rank step,
+// in place: a pass over every gradient to clear it and one to add, 6% of the MLP's 2-rank step there,
 // docs/benchmarks.md). Every reader of a gradient takes an undefined one as no gradient.
 void drop_gradients(torch::optim::Optimizer& optimizer);
 

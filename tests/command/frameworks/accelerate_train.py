@@ -47,3 +47,4 @@ common.report(rank, framework="accelerate", distributed_type=str(accelerator.dis
               resumed_from=resumed, epochs_trained=trained, initial=initial,
               final=common.digest(accelerator.unwrap_model(model)))
 accelerator.end_training()
+common.leave()

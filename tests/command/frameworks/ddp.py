@@ -45,3 +45,4 @@ common.report(rank, framework="torch.distributed", torch=torch.__version__, worl
               resumed_from=None if resumed is None else resumed - 1, epochs_trained=trained, initial=initial,
               final=common.digest(model))
 dist.destroy_process_group()
+common.leave()

@@ -62,3 +62,4 @@ common.report(trainer.global_rank, framework="lightning",
               cluster_environment=type(trainer.strategy.cluster_environment).__name__,
               world_size=trainer.world_size, resumed_from=record.resumed, epochs_trained=record.trained,
               initial=record.initial, final=common.digest(model))
+common.leave()
