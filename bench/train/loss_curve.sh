@@ -69,21 +69,19 @@ EOF
 
 for seed in $seeds; do
   "$python" "$helper" init "$seed" "$classes" "$dir/init-$seed.pt"
-  taskset -c "$cpu" "$python" "$helper" train "$dir/data" "$dir/init-$seed.pt" "$dir/results/python-$seed.jsonl" \
-    --seed "$seed" --epochs "$epochs" --batch-size "$batch" --image-size "$size" --lr "$lr" --momentum "$momentum" \
-    --weight-decay "$wd" --schedule "$schedule" --warmup 0.25 --threads 1
-  rm -rf "$dir/out-$seed"
-  rm -rf "$dir/trace-$seed"
+  python_train=(taskset -c "$cpu" "$python" "$helper" train "$dir/data" "$dir/init-$seed.pt" --seed "$seed"
+                --epochs "$epochs" --batch-size "$batch" --image-size "$size" --lr "$lr" --momentum "$momentum"
+                --weight-decay "$wd" --schedule "$schedule" --warmup 0.25 --threads 1)
+  "${python_train[@]}" "$dir/results/python-$seed.jsonl"
+  rm -rf "$dir/out-$seed" "$dir/trace-$seed"
   TRAINPOINT_TRACE_SAMPLES="$dir/trace-$seed" taskset -c "$cpu" "$trainpoint" run --spec "$dir/spec.toml" \
     --workdir "$dir/work" --set "job.seed=$seed" \
     --set "job.output=\"$dir/out-$seed\"" --set "model.weights=\"$dir/init-$seed.pt\"" 2>&1 |
     grep -E "train_loss .*valid_loss|error|warn" | sed "s/^/trainpoint seed $seed: /"
   cp "$dir/out-$seed/metrics.jsonl" "$dir/results/trainpoint-$seed.jsonl"
   "$python" "$helper" check "$dir/out-$seed/model.pt" "$dir/data" "$dir/out-$seed/metrics.jsonl"
-  taskset -c "$cpu" "$python" "$helper" train "$dir/data" "$dir/init-$seed.pt" "$dir/results/replay-$seed.jsonl" \
-    --seed "$seed" --epochs "$epochs" --batch-size "$batch" --image-size "$size" --lr "$lr" --momentum "$momentum" \
-    --weight-decay "$wd" --schedule "$schedule" --warmup 0.25 --threads 1 --channels-last \
-    --order "$dir/trace-$seed/samples-rank-0.txt" --steps-out "$dir/results/steps/replay-$seed.jsonl" 2>&1 |
+  "${python_train[@]}" "$dir/results/replay-$seed.jsonl" --channels-last --order "$dir/trace-$seed/samples-rank-0.txt" \
+    --steps-out "$dir/results/steps/replay-$seed.jsonl" 2>&1 |
     sed "s/^python/python on trainpoint's order, channels_last,/"
   cp "$dir/out-$seed/steps.jsonl" "$dir/results/steps/trainpoint-$seed.jsonl"
 done
