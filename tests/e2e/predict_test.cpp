@@ -38,6 +38,32 @@ std::vector<std::vector<std::string>> read_csv_rows(const fs::path& file) {
   return rows;
 }
 
+// Expects the rows of two prediction tables, in any order, to be the same but for the last printed digit of a
+// probability: the same images in batches of other images (another order, another packing) go through other
+// summation orders in oneDNN and BLAS, which moves a probability by about 1e-7 (0.338211 against 0.338212 in CI).
+void expect_same_rows(std::vector<std::vector<std::string>> actual, std::vector<std::vector<std::string>> expected) {
+  std::sort(actual.begin(), actual.end());
+  std::sort(expected.begin(), expected.end());
+  ASSERT_EQ(actual.size(), expected.size());
+  const auto number = [](const std::string& cell, double& value) {
+    char* end = nullptr;
+    value = std::strtod(cell.c_str(), &end);
+    return !cell.empty() && end == cell.c_str() + cell.size();
+  };
+  for (std::size_t r = 0; r < actual.size(); ++r) {
+    ASSERT_FALSE(actual[r].empty()) << "row " << r;
+    ASSERT_EQ(actual[r].size(), expected[r].size()) << "row " << r << " (" << actual[r][0] << ")";
+    for (std::size_t c = 0; c < actual[r].size(); ++c) {
+      double a = 0, e = 0;
+      if (number(actual[r][c], a) && number(expected[r][c], e)) {
+        EXPECT_NEAR(a, e, 1e-5) << "row " << r << " (" << actual[r][0] << "), column " << c;
+      } else {
+        EXPECT_EQ(actual[r][c], expected[r][c]) << "row " << r << ", column " << c;
+      }
+    }
+  }
+}
+
 // `trainpoint predict ARGUMENTS` in `dir` with the variables of `environment` ("A=1 B=2"), exec'ed by the shell.
 std::string predict(const fs::path& dir, const std::string& arguments, const std::string& environment = "") {
   return "cd " + shell_quote(dir.string()) + " && exec env " + environment + " " + testing::trainpoint_binary() +
@@ -185,15 +211,14 @@ TEST_F(Predict, PackedShardsPredictAsTheFolderTheyWerePackedFrom) {
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const auto without_ids = [](std::vector<std::vector<std::string>> rows) {
     rows.erase(rows.begin());
-    std::multiset<std::vector<std::string>> lines;
-    for (auto& row : rows) lines.insert(std::vector<std::string>(row.begin() + 1, row.end()));
-    return lines;
+    for (auto& row : rows) row.erase(row.begin());
+    return rows;
   };
   const auto packed = read_csv_rows(dir / "shards.csv");
   ASSERT_EQ(packed.size(), 37u);
   EXPECT_EQ(packed[0], (std::vector<std::string>{"id", "prediction", "probability", "label"}));
   EXPECT_NE(packed[1][0].find(".tar/"), std::string::npos) << packed[1][0];
-  EXPECT_EQ(without_ids(packed), without_ids(read_csv_rows(dir / "folder.csv")));
+  expect_same_rows(without_ids(packed), without_ids(read_csv_rows(dir / "folder.csv")));
 }
 
 // The images of `folder` (a copy in `listed`) with a CSV that lists them in `order` (rows of a predictions file:
@@ -218,8 +243,8 @@ TEST_F(Predict, ImagesListedInACsvPredictAsTheSameImagesInTheirFolders) {
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const auto listed = read_csv_rows(dir / "listed.csv");
   ASSERT_EQ(listed.size(), 37u);
-  EXPECT_EQ(listed[1], folder[36]) << "the CSV's order";
-  EXPECT_EQ(std::multiset(listed.begin(), listed.end()), std::multiset(folder.begin(), folder.end()));
+  EXPECT_EQ(listed[1][0], folder[36][0]) << "the CSV's order";
+  expect_same_rows(listed, folder);
   const double reported = last_epoch_accuracy(root() / "out" / "metrics.jsonl");
   EXPECT_NE(result.output.find(fmt::format("accuracy {:.4f} on 36 labelled samples", reported)), std::string::npos)
       << result.output;
