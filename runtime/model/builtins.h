@@ -11,7 +11,11 @@
 
 namespace tp::model {
 
-// resnet18 | resnet34 | resnet50, as torchvision's, for images of schema.input_shape[0] channels.
+// The model attribute naming the top-level submodules that run in NCHW on the CPU (see kept_nchw_on_cpu).
+inline constexpr char kCpuNchwModules[] = "cpu_nchw_modules";
+
+// resnet18 | resnet34 | resnet50, as torchvision's, for images of schema.input_shape[0] channels; ResNet-18's
+// and -34's last stage in NCHW for images up to 64 pixels (resnet.cpp says why).
 torch::jit::Module resnet(const std::string& arch, const data::Schema& schema);
 
 // fastai's tabular model on table_csv features: see tabular.cpp.

@@ -241,6 +241,16 @@ bool is_built_in_convnet(const spec::ModelSpec& spec) {
   return spec.torchscript.empty() && (spec.arch == "small_cnn" || is_resnet(spec.arch));
 }
 
+bool kept_nchw_on_cpu(const torch::jit::Module& model, const std::string& parameter_name) {
+  if (!model.hasattr(kCpuNchwModules)) return false;
+  const c10::IValue modules = model.attr(kCpuNchwModules);
+  if (!modules.isList()) return false;
+  for (const c10::IValue& module : modules.toList().vec()) {
+    if (module.isString() && parameter_name.rfind(module.toStringRef() + ".", 0) == 0) return true;
+  }
+  return false;
+}
+
 void configure_process_for_training() {
   torch::jit::setGraphExecutorOptimize(false);
   keep_freed_memory();

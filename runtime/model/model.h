@@ -56,6 +56,13 @@ void set_body_trainable(torch::jit::Module& model, bool trainable);
 // and at least as fast in channels_last memory format (train.channels_last = "auto").
 bool is_built_in_convnet(const spec::ModelSpec& spec);
 
+// Whether the parameter `parameter_name` (as named_parameters() names it) belongs to a top-level submodule that
+// the model runs in NCHW on the CPU, listed in its `cpu_nchw_modules` attribute (ResNet-18's and -34's last stage
+// for images up to 64 pixels: faster there than channels_last). Its forward makes that submodule's input NCHW;
+// training on the CPU keeps its 4-D weights NCHW too, since a convolution with either in channels_last runs
+// in channels_last.
+bool kept_nchw_on_cpu(const torch::jit::Module& model, const std::string& parameter_name);
+
 // Process-wide settings for training, as the trainer and the benchmarks apply them:
 // - TorchScript modules run op by op, as eager PyTorch does. The graph executor's optimizations
 //   (profiling, differentiable subgraphs) made training steps 5-40% slower on the CPU (bench/train: small

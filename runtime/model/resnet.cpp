@@ -4,6 +4,8 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "model/builtins.h"
 #include "model/layers.h"
@@ -78,6 +80,24 @@ def forward(self, x):
   return block;
 }
 
+// The side of the last stage's feature maps for images of `side` pixels: the stem's convolution and max pooling
+// and the three stride-2 stages each halve it, rounding up.
+std::int64_t last_stage_side(std::int64_t side) {
+  for (int halvings = 0; halvings < 5; ++halvings) side = (side + 1) / 2;
+  return side;
+}
+
+// Whether the last stage trains faster in NCHW than in channels_last on the CPU: ResNet-18's and -34's at 2x2 and
+// smaller (images up to 64 pixels). There its weights (4.7M per block) outweigh its activations about 50 times,
+// and oneDNN's convolution backward on channels_last hands each weight gradient back in NCHW for a copy into
+// channels_last; in NCHW no copy. Measured with torchvision (docs/benchmarks.md, "The last stage in NCHW"):
+// ResNet-18 at 64 +14-27% per step on LibTorch 1.13, +7-11% on 2.11, ResNet-34 +4-14%; at 3x3 (96 pixels) and
+// above, and ResNet-50's wider bottleneck stage at 2x2, level or slower.
+bool last_stage_in_nchw(const ResNetShape& shape, const data::Schema& schema) {
+  const std::int64_t side = std::max(schema.input_shape[1], schema.input_shape[2]);
+  return !shape.bottleneck && last_stage_side(side) <= 2;
+}
+
 }  // namespace
 
 torch::jit::Module resnet(const std::string& arch, const data::Schema& schema) {
@@ -106,11 +126,17 @@ torch::jit::Module resnet(const std::string& arch, const data::Schema& schema) {
     net.register_module(name, sequential(layers, "ResNetLayer" + std::to_string(layer + 1), blocks));
   }
   net.register_module("fc", layers.linear(channels, schema.num_outputs));
-  LayerFactory::define(net, R"(
+  const bool nchw_last_stage = last_stage_in_nchw(shape, schema);
+  net.register_attribute(kCpuNchwModules, c10::ListType::ofStrings(),
+                         c10::List<std::string>(nchw_last_stage ? std::vector<std::string>{"layer4"}
+                                                                : std::vector<std::string>{}));
+  // contiguous() is a no-op on NCHW inputs, so the saved model takes any layout.
+  LayerFactory::define(net, std::string(R"(
 def forward(self, x):
     x = torch.relu_(self.bn1.forward(self.conv1.forward(x)))
     x = torch.max_pool2d(x, [3, 3], [2, 2], [1, 1])
-    x = self.layer4.forward(self.layer3.forward(self.layer2.forward(self.layer1.forward(x))))
+    x = self.layer3.forward(self.layer2.forward(self.layer1.forward(x)))
+)") + (nchw_last_stage ? "    x = self.layer4.forward(x.contiguous())\n" : "    x = self.layer4.forward(x)\n") + R"(
     x = torch.flatten(torch.adaptive_avg_pool2d(x, [1, 1]), 1)
     return self.fc.forward(x)
 )");

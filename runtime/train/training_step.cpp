@@ -85,7 +85,8 @@ Parameters place_model(torch::jit::Module& model, const spec::Spec& spec, c10::D
   Parameters parameters;
   torch::NoGradGuard no_grad;
   for (const auto& parameter : model.named_parameters()) {
-    if (channels_last && parameter.value.dim() == 4) {
+    const bool nchw_here = device.is_cpu() && model::kept_nchw_on_cpu(model, parameter.name);
+    if (channels_last && parameter.value.dim() == 4 && !nchw_here) {
       parameter.value.set_data(to_channels_last(parameter.value));
     }
     parameter.value.set_requires_grad(true);

@@ -58,7 +58,8 @@ struct Parameters {
 // train.channels_last resolved for this model.
 bool uses_channels_last(const spec::Spec& spec);
 
-// The model on `device`, in channels_last when the spec says so, every parameter trainable.
+// The model on `device`, in channels_last when the spec says so (but for what the model keeps NCHW on the CPU:
+// model::kept_nchw_on_cpu), every parameter trainable.
 Parameters place_model(torch::jit::Module& model, const spec::Spec& spec, c10::Device device);
 
 // The spec's batches; pinned memory for a GPU.

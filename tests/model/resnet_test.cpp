@@ -173,6 +173,32 @@ TEST(ModelResNet, FitsASmallBatch) {
   EXPECT_LT(loss().item<double>(), first / 4);
 }
 
+// Which stages a ResNet runs in NCHW on the CPU (model::kept_nchw_on_cpu): ResNet-18's and -34's last stage at
+// 2x2 and smaller feature maps (images up to 64 pixels), no stage of ResNet-50 or for larger images.
+TEST(ModelResNet, TheLastStageOfResNet18And34RunsInNchwOnTheCpuForImagesUpTo64Pixels) {
+  const auto nchw_stages = [](const std::string& name, std::int64_t side) {
+    data::Schema schema = images(3, 10);
+    schema.input_shape = {3, side, side};
+    const auto net = create(arch(name), schema, ".", 1);
+    std::string stages;
+    for (const std::string stage : {"conv1", "layer1", "layer2", "layer3", "layer4", "fc"}) {
+      if (kept_nchw_on_cpu(net, stage + ".0.conv1.weight") || kept_nchw_on_cpu(net, stage + ".weight")) {
+        stages += stage;
+      }
+    }
+    return stages;
+  };
+  EXPECT_EQ(nchw_stages("resnet18", 64), "layer4");
+  EXPECT_EQ(nchw_stages("resnet34", 64), "layer4");
+  EXPECT_EQ(nchw_stages("resnet18", 33), "layer4");
+  EXPECT_EQ(nchw_stages("resnet18", 65), "");
+  EXPECT_EQ(nchw_stages("resnet18", 224), "");
+  EXPECT_EQ(nchw_stages("resnet50", 64), "");
+  const auto net = create(arch("resnet18"), images(3, 10), ".", 1);
+  EXPECT_FALSE(kept_nchw_on_cpu(net, "layer4")) << "a name below the stage, not the stage's own";
+  EXPECT_FALSE(kept_nchw_on_cpu(net, "layer40.weight"));
+}
+
 TEST(ModelResNet, PythonLoadsTheSavedModelIntoTorchvision) {
   testing::TempDir dir;
   auto net = create(arch("resnet34"), images(3, 10), ".", 4);
