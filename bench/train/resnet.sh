@@ -10,7 +10,8 @@
 #   BUILD_DIRs hold bench/train/tp-train-bench (default: build, Debian's LibTorch 1.13 as the cpu image has it,
 #   and build-bench-wheel, the wheel's 2.11 as the gpu image has it: scripts/configure-torch-wheel PYTHON
 #   build-bench-wheel -DTRAINPOINT_BUILD_TESTS=OFF -DTRAINPOINT_BUILD_BENCH=ON, then its tp-train-bench target).
-# RESNET_CONFIGS overrides the configurations: "ARCH BATCH SIZE STEPS WARMUP PRECISION;..."
+# RESNET_CONFIGS overrides the configurations: "ARCH BATCH SIZE STEPS WARMUP PRECISION;..."; RESNET_COMPILE=0
+# leaves out torch.compile (its compilation takes minutes per configuration).
 # The GPU leg: RESNET_DEVICE=cuda runs every engine on the GPU and the table gives images per second (the GPU's
 # work, not the host's); RESNET_PYTHON names a Python with torch and torchvision instead of bench/baseline-python
 # (the GPU machine has its own and no network). scripts/gpu-check runs it so, after its own benchmarks.
@@ -50,8 +51,9 @@ for config in "${configs[@]}"; do
     tagged "python eager, channels_last" "$python" "$root/bench/train/python_eager.py" "$arch" "$batch" "$size" 3 \
       "$steps" 1 --device "$device" --precision "$precision" --warmup "$warmup" --channels-last
   done
-  tagged "python torch.compile (1 run)" "$python" "$root/bench/train/python_eager.py" "$arch" "$batch" "$size" 3 \
-    "$steps" 1 --device "$device" --precision "$precision" --warmup 2 --compile
+  [ "${RESNET_COMPILE:-1}" = 0 ] ||
+    tagged "python torch.compile (1 run)" "$python" "$root/bench/train/python_eager.py" "$arch" "$batch" "$size" 3 \
+      "$steps" 1 --device "$device" --precision "$precision" --warmup 2 --compile
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 "$root/bench/train/resnet_table.py" "$results" "$device"

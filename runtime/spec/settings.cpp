@@ -361,9 +361,9 @@ std::vector<Setting> train_settings() {
           .choices({"auto", "true", "false"})
           .doc("Keep images and 4-D weights in channels_last (NHWC) memory format. auto: on for the built-in "
                "convolutional nets (small_cnn and the ResNets), off for a TorchScript model, whose `view` calls may "
-               "not accept NHWC tensors; true or false forces it. Measured on the CPU (docs/benchmarks.md): the small "
-               "CNN trains 1.1-1.3x faster, ResNet-50 at 224 pixels 1.2x, the ResNets at 64 pixels about the same. Not "
-               "measured on a GPU yet."),
+               "not accept NHWC tensors; true or false forces it. On the CPU ResNet-18's and -34's last stage stays NCHW for "
+               "images up to 64 pixels, where that is faster. Measured on the CPU (docs/benchmarks.md): the small "
+               "CNN trains 1.1-1.3x faster, ResNet-50 at 224 pixels 1.2x. Not measured on a GPU yet."),
       Declare("train.lr_find", &Spec::train, &TrainSpec::lr_find).fallback(false)
           .doc("Instead of training, run fastai's learning-rate range test: up to 100 steps with the lr growing "
                "exponentially from 1e-7 to 10, stopping when the smoothed loss passes 4x its minimum. Writes "

@@ -37,6 +37,21 @@ data::Datasets split(const torch::Tensor& inputs, const torch::Tensor& targets, 
   return datasets;
 }
 
+// The position after `epochs` complete epochs, which names a checkpoint.
+TrainingPosition after_epochs(std::int64_t epochs) {
+  TrainingPosition position;
+  position.epochs_done = epochs;
+  return position;
+}
+
+// What a checkpoint holds after `epochs` complete epochs and `step` optimizer steps.
+CheckpointState state_after(std::int64_t epochs, std::int64_t step) {
+  CheckpointState state;
+  state.position = after_epochs(epochs);
+  state.position.step = step;
+  return state;
+}
+
 // Three Gaussian blobs in 8 dimensions: learnable to high accuracy in a few epochs.
 data::Datasets blobs(std::int64_t n, std::uint64_t seed) {
   torch::manual_seed(seed);
@@ -124,13 +139,13 @@ TEST(Trainer, LossFallsToTargetAndOutputsAreWritten) {
   EXPECT_EQ(record["final"]["error_rate"].get<double>(), metrics.back()["error_rate"].get<double>());
   EXPECT_EQ(record["data"]["bad_files"], nlohmann::json::array({"data/b/broken.png"}));
   // keep = 2: only the two newest checkpoints remain.
-  EXPECT_FALSE(fs::exists(checkpoint_path(dir / "out/checkpoints", {2})));
-  EXPECT_TRUE(fs::exists(checkpoint_path(dir / "out/checkpoints", {3})));
-  EXPECT_TRUE(fs::exists(checkpoint_path(dir / "out/checkpoints", {4})));
+  EXPECT_FALSE(fs::exists(checkpoint_path(dir / "out/checkpoints", after_epochs(2))));
+  EXPECT_TRUE(fs::exists(checkpoint_path(dir / "out/checkpoints", after_epochs(3))));
+  EXPECT_TRUE(fs::exists(checkpoint_path(dir / "out/checkpoints", after_epochs(4))));
   // Each checkpoint was published; the pruned ones were withdrawn after their successors were published.
-  const fs::path first = checkpoint_path(dir / "out/checkpoints", {1});
+  const fs::path first = checkpoint_path(dir / "out/checkpoints", after_epochs(1));
   EXPECT_EQ(std::count(published.begin(), published.end(), first), 1);
-  EXPECT_EQ(withdrawn, (std::vector<fs::path>{first, checkpoint_path(dir / "out/checkpoints", {2})}));
+  EXPECT_EQ(withdrawn, (std::vector<fs::path>{first, checkpoint_path(dir / "out/checkpoints", after_epochs(2))}));
 }
 
 // small_spec with SGD at a constant lr and no loader threads: for runs compared with a straight run.
@@ -579,7 +594,7 @@ TEST(Trainer, CorruptedNewestCheckpointIsSkipped) {
   auto single = dist::single_process();
   auto model = model::create(spec.model, data.schema, ".", 1);
   fit(model, data, spec, *single, dir / "out", {});
-  testing::write_text(checkpoint_path(dir / "out/checkpoints", {2}), "truncated");
+  testing::write_text(checkpoint_path(dir / "out/checkpoints", after_epochs(2)), "truncated");
   auto fresh = model::create(spec.model, data.schema, ".", 1);
   spec.train.epochs = 3;
   const auto result = fit(fresh, data, spec, *single, dir / "out", {});
@@ -597,7 +612,7 @@ TEST(Trainer, ACheckpointThatCannotBeWrittenFailsClearlyAndKeepsThePreviousOne) 
   auto model = model::create(spec.model, data.schema, ".", 1);
   fit(model, data, spec, *single, dir / "out", {});
   const fs::path checkpoints = dir / "out/checkpoints";
-  const fs::path previous = checkpoint_path(checkpoints, {1});
+  const fs::path previous = checkpoint_path(checkpoints, after_epochs(1));
   ASSERT_TRUE(fs::exists(previous));
   std::vector<torch::Tensor> parameters;
   for (const auto& parameter : model.parameters()) parameters.push_back(parameter);
@@ -612,7 +627,7 @@ TEST(Trainer, ACheckpointThatCannotBeWrittenFailsClearlyAndKeepsThePreviousOne) 
   std::string message;
   ExitCode code = ExitCode::ok;
   try {
-    save_checkpoint(checkpoint_path(checkpoints, {2}), model, optimizer, {{2, 0, 10}});
+    save_checkpoint(checkpoint_path(checkpoints, after_epochs(2)), model, optimizer, state_after(2, 10));
   } catch (const Error& error) {
     message = error.what();
     code = error.code();
@@ -649,8 +664,8 @@ TEST(Checkpoint, WhoseOptimizerStateDoesNotLoadLeavesTheModelAndTheOptimizerAsTh
   auto written = model::create(spec.model, data.schema, ".", 1);
   torch::optim::SGD sgd(parameters_of(written), torch::optim::SGDOptions(0.1).momentum(0.9));
   step(written, sgd);
-  const fs::path file = checkpoint_path(dir.path(), {1});
-  save_checkpoint(file, written, sgd, {{1, 0, 1}});
+  const fs::path file = checkpoint_path(dir.path(), after_epochs(1));
+  save_checkpoint(file, written, sgd, state_after(1, 1));
 
   auto model = model::create(spec.model, data.schema, ".", 2);
   torch::optim::AdamW adamw(parameters_of(model), torch::optim::AdamWOptions(0.01));
