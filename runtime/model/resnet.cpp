@@ -91,7 +91,7 @@ std::int64_t last_stage_side(std::int64_t side) {
 // smaller (images up to 64 pixels). There its weights (4.7M per block) outweigh its activations about 50 times,
 // and oneDNN's convolution backward on channels_last hands each weight gradient back in NCHW for a copy into
 // channels_last; in NCHW no copy. Measured with torchvision (docs/benchmarks.md, "The last stage in NCHW"):
-// ResNet-18 at 64 +14-27% per step on LibTorch 1.13, +7-11% on 2.11, ResNet-34 +4-14%; at 3x3 (96 pixels) and
+// ResNet-18 at 64 +12-27% per step on LibTorch 1.13, +7-12% on 2.11, ResNet-34 +4-14%; at 3x3 (96 pixels) and
 // above, and ResNet-50's wider bottleneck stage at 2x2, level or slower.
 bool last_stage_in_nchw(const ResNetShape& shape, const data::Schema& schema) {
   const std::int64_t side = std::max(schema.input_shape[1], schema.input_shape[2]);
