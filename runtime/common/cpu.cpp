@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -40,6 +41,20 @@ int usable_cores() {
   if (sched_getaffinity(0, sizeof affinity, &affinity) == 0) cores = CPU_COUNT(&affinity);
   if (const auto quota = cgroup_cpu_quota()) cores = std::min(cores, static_cast<int>(std::ceil(*quota)));
   return std::max(1, cores);
+}
+
+std::optional<bool> cpu_computes_bf16(const fs::path& cpuinfo) {
+  std::ifstream in(cpuinfo);
+  for (std::string line; std::getline(in, line);) {
+    const std::string key = line.substr(0, line.find_first_of("\t:"));
+    if (key != "flags" && key != "Features") continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    for (std::string word; words >> word;) {
+      if (word == "avx512_bf16" || word == "amx_bf16" || word == "bf16") return true;
+    }
+    return false;
+  }
+  return std::nullopt;
 }
 
 }  // namespace tp

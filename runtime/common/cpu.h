@@ -1,4 +1,4 @@
-// How many cores this process may use, as a Kubernetes pod sees it.
+// How many cores this process may use, as a Kubernetes pod sees it, and what they compute in hardware.
 #pragma once
 
 #include <filesystem>
@@ -15,5 +15,11 @@ std::optional<double> cgroup_cpu_quota(const std::filesystem::path& cgroup_root 
 // std::thread::hardware_concurrency() counts the node's cores: a pod limited to 4 CPUs on a 64-core
 // node would start 64 threads per worker and be throttled.
 int usable_cores();
+
+// Whether the CPU computes bf16 in hardware, from /proc/cpuinfo (or the file at `cpuinfo`): its first "flags"
+// line (x86: avx512_bf16 or amx_bf16) or "Features" line (Arm: bf16). Without them PyTorch emulates bf16,
+// and a bf16 training step ran about 10x slower than fp32 (docs/benchmarks.md, AMD EPYC with AVX2). Nothing when
+// the file has neither line or cannot be read.
+std::optional<bool> cpu_computes_bf16(const std::filesystem::path& cpuinfo = "/proc/cpuinfo");
 
 }  // namespace tp

@@ -4,6 +4,7 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include "common/cpu.h"
 #include "common/error.h"
 #include "dist/c10d_compat.h"
 
@@ -41,6 +42,11 @@ Precision::Precision(spec::Precision precision, c10::Device device) : device_(de
       break;
     case spec::Precision::bf16:
       autocast_ = at::kBFloat16;
+      if (!device.is_cuda() && cpu_computes_bf16() == false) {
+        spdlog::warn("train.precision = bf16 on a CPU without bf16 instructions (no avx512_bf16, amx_bf16 or bf16 "
+                     "in /proc/cpuinfo): PyTorch emulates bf16 here, about 10x slower than fp32 "
+                     "(docs/benchmarks.md); fp32 trains faster on this CPU");
+      }
       break;
     case spec::Precision::fp16:
       if (!device.is_cuda()) {

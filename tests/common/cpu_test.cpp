@@ -39,5 +39,24 @@ TEST(UsableCores, AtLeastOneAndNoMoreThanTheMachineHas) {
   EXPECT_LE(cores, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
+// /proc/cpuinfo as x86 and Arm kernels write it: the first "flags" or "Features" line decides.
+TEST(CpuComputesBf16, ReadsTheFlagsOfX86AndTheFeaturesOfArm) {
+  TempDir dir;
+  const auto with = [&](const std::string& text) {
+    write_text(dir / "cpuinfo", text);
+    return cpu_computes_bf16(dir / "cpuinfo");
+  };
+  const std::string head = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC\n";
+  EXPECT_EQ(with(head + "flags\t\t: fpu sse2 avx2 fma bmi2\nbugs\t\t: sysret_ss_attrs\n"), false);
+  EXPECT_EQ(with(head + "flags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n"), true);
+  EXPECT_EQ(with(head + "flags\t\t: fpu avx512f amx_bf16 amx_tile\n"), true);
+  EXPECT_EQ(with(head + "flags\t\t: fpu avx512f avx512_bf16x\n"), false) << "whole words only";
+  EXPECT_EQ(with("processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n"), true);
+  EXPECT_EQ(with("processor\t: 0\nFeatures\t: fp asimd evtstrm aes\n"), false);
+  EXPECT_EQ(with(head + "flags\t\t: avx2\nflags\t\t: avx512_bf16\n"), false) << "the first processor's";
+  EXPECT_EQ(with(head), std::nullopt) << "no flags line";
+  EXPECT_EQ(cpu_computes_bf16(dir / "missing"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace tp
