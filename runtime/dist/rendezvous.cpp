@@ -1,6 +1,12 @@
 #include "dist/rendezvous.h"
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -171,6 +177,40 @@ bool finished_without_this_rank(c10d::TCPStore& store) {
   }
 }
 
+// Waits until the earlier master's store at master_addr:master_port closes a plain TCP connection (its process
+// ended), or until `deadline`. Not with a store client: LibTorch 1.13's keeps a background thread on its
+// connection that throws when the server goes away under it, and std::terminate aborts the rank (seen once in
+// CI while it polled the earlier store once a second).
+void wait_until_the_store_closes(const ProcessGroupOptions& options, Clock::time_point deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* addresses = nullptr;
+  if (::getaddrinfo(options.master_addr.c_str(), std::to_string(options.master_port).c_str(), &hints,
+                    &addresses) != 0) {
+    return;
+  }
+  int fd = -1;
+  for (addrinfo* address = addresses; address != nullptr && fd < 0; address = address->ai_next) {
+    fd = ::socket(address->ai_family, address->ai_socktype | SOCK_CLOEXEC, address->ai_protocol);
+    if (fd >= 0 && ::connect(fd, address->ai_addr, address->ai_addrlen) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(addresses);
+  if (fd < 0) return;  // nothing listens: already gone
+  while (Clock::now() < deadline) {
+    pollfd watched{fd, POLLIN | POLLRDHUP, 0};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (::poll(&watched, 1, static_cast<int>(std::clamp<long long>(left, 1, 1000))) <= 0) continue;
+    char byte = 0;
+    const ssize_t received = ::recv(fd, &byte, 1, MSG_DONTWAIT);
+    if (received == 0 || (received < 0 && errno != EAGAIN && errno != EINTR)) break;  // closed or reset: ended
+  }
+  ::close(fd);
+}
+
 c10::intrusive_ptr<c10d::TCPStore> connect_to_current_master(const ProcessGroupOptions& options) {
   const auto deadline = Clock::now() + options.timeout;
   c10::intrusive_ptr<c10d::TCPStore> store = connect_to_master(options);
@@ -185,7 +225,8 @@ c10::intrusive_ptr<c10d::TCPStore> connect_to_current_master(const ProcessGroupO
            options.timeout.count());
     }
     store.reset();
-    std::this_thread::sleep_for(std::chrono::seconds(1));
+    wait_until_the_store_closes(options, deadline);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
     store = connect_to_master(options);
   } while (finished_without_this_rank(*store));
   return store;
