@@ -1,6 +1,5 @@
 #include "dist/rendezvous.h"
 
-#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/retry.h"
+#include "common/tcp.h"
 #include "dist/c10d_compat.h"
 
 namespace tp::dist {
@@ -182,23 +182,8 @@ bool finished_without_this_rank(c10d::TCPStore& store) {
 // connection that throws when the server goes away under it, and std::terminate aborts the rank (seen once in
 // CI while it polled the earlier store once a second).
 void wait_until_the_store_closes(const ProcessGroupOptions& options, Clock::time_point deadline) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* addresses = nullptr;
-  if (::getaddrinfo(options.master_addr.c_str(), std::to_string(options.master_port).c_str(), &hints,
-                    &addresses) != 0) {
-    return;
-  }
-  int fd = -1;
-  for (addrinfo* address = addresses; address != nullptr && fd < 0; address = address->ai_next) {
-    fd = ::socket(address->ai_family, address->ai_socktype | SOCK_CLOEXEC, address->ai_protocol);
-    if (fd >= 0 && ::connect(fd, address->ai_addr, address->ai_addrlen) != 0) {
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ::freeaddrinfo(addresses);
+  std::string failure;
+  const int fd = connect_tcp(options.master_addr, options.master_port, failure);
   if (fd < 0) return;  // nothing listens: already gone
   while (Clock::now() < deadline) {
     pollfd watched{fd, POLLIN | POLLRDHUP, 0};

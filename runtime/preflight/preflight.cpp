@@ -1,7 +1,5 @@
 #include "preflight/preflight.h"
 
-#include <netdb.h>
-#include <sys/socket.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -14,6 +12,7 @@
 #include "command/prepare.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/tcp.h"
 #include "common/url.h"
 #include "s3/client.h"
 #include "s3/paths.h"
@@ -191,29 +190,11 @@ std::string check_master(const dist::Topology& topology, std::chrono::seconds ti
   auto next_log = started + std::chrono::seconds(10);
   for (Clock::duration delay = std::chrono::milliseconds(100);;
        delay = std::min<Clock::duration>(delay * 2, std::chrono::seconds(2))) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* addresses = nullptr;
-    const int resolved = ::getaddrinfo(topology.master_addr.c_str(), std::to_string(topology.master_port).c_str(),
-                                       &hints, &addresses);
-    if (resolved != 0) {
-      last_cause = fmt::format("{} does not resolve ({})", topology.master_addr, ::gai_strerror(resolved));
-    } else {
-      last_cause.clear();
-      for (addrinfo* address = addresses; address != nullptr; address = address->ai_next) {
-        const int fd = ::socket(address->ai_family, address->ai_socktype | SOCK_CLOEXEC, address->ai_protocol);
-        if (fd < 0) continue;
-        const bool connected = ::connect(fd, address->ai_addr, address->ai_addrlen) == 0;
-        last_cause = connected ? "" : fmt::format("{} refuses connections ({})", where, std::strerror(errno));
-        ::close(fd);
-        if (connected) break;
-      }
-      ::freeaddrinfo(addresses);
-      if (last_cause.empty()) {
-        return fmt::format("master {} answers (after {:.1f}s)", where,
-                           std::chrono::duration<double>(Clock::now() - started).count());
-      }
+    const int fd = connect_tcp(topology.master_addr, topology.master_port, last_cause);
+    if (fd >= 0) {
+      ::close(fd);
+      return fmt::format("master {} answers (after {:.1f}s)", where,
+                         std::chrono::duration<double>(Clock::now() - started).count());
     }
     const auto now = Clock::now();
     if (now >= deadline) break;
