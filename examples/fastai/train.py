@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -100,6 +101,9 @@ if on_cpu:
 with learn.distrib_ctx(sync_bn=not on_cpu, cpu=on_cpu):
     learn.fit_one_cycle(args.epochs, args.lr * world, start_epoch=start_epoch,
                         cbs=[SaveModelCallback(every_epoch=True, with_opt=True), Hold(), Trained()])
+    # Held until the process ends (see the end): the callback keeps Accelerate's DistributedDataParallel wrapper,
+    # which fastai drops here, and whose teardown under PyTorch 2.11's Gloo may abort the rank.
+    distributed_trainer = next((cb for cb in learn.cbs if isinstance(cb, DistributedTrainer)), None)
 
 if rank == 0:
     learn.export(out / "model.pkl")
@@ -110,3 +114,10 @@ report = {"framework": "fastai", "rank": rank, "world_size": world, "local_rank"
           "env": {name: os.environ.get(name) for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")}}
 (out / f"rank-{rank}.json").write_text(json.dumps(report) + "\n")
 print(f"rank {rank}: done, epochs {trained}", flush=True)
+# PyTorch 2.11's Gloo (DDP on CPUs) can abort a finished rank when the process group's objects are torn down
+# ("terminate called without an active exception": pytorch/pytorch#190489); seen once in this example on a rank
+# after its last epoch. Everything is written by now: leave without the DDP wrapper's and the interpreter's
+# teardown, as examples/ddp-command does.
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)
