@@ -9,7 +9,8 @@
 # usage: bench/train/resnet.sh [REPEATS (5)] [BUILD_DIR...]
 #   BUILD_DIRs hold bench/train/tp-train-bench (default: build, Debian's LibTorch 1.13 as the cpu image has it,
 #   and build-bench-wheel, the wheel's 2.11 as the gpu image has it: scripts/configure-torch-wheel PYTHON
-#   build-bench-wheel -DTRAINPOINT_BUILD_TESTS=OFF -DTRAINPOINT_BUILD_BENCH=ON, then its tp-train-bench target).
+#   build-bench-wheel -DTRAINPOINT_BUILD_TESTS=OFF -DTRAINPOINT_BUILD_BENCH=ON, then its tp-train-bench target;
+#   build-bench-debian13 from bench/train/build-debian13.sh, Debian 13's LibTorch 2.6, runs in its Debian 13 root).
 # RESNET_CONFIGS overrides the configurations: "ARCH BATCH SIZE STEPS WARMUP PRECISION;..."; RESNET_COMPILE=0
 # leaves out torch.compile (its compilation takes minutes per configuration).
 # The GPU leg: RESNET_DEVICE=cuda runs every engine on the GPU and the table gives images per second (the GPU's
@@ -21,6 +22,7 @@ repeats="${1:-5}"
 shift || true
 builds=("$@")
 [ ${#builds[@]} -gt 0 ] || builds=("$root/build" "$root/build-bench-wheel")
+for i in "${!builds[@]}"; do builds[i]=$(cd "${builds[i]}" && pwd); done  # absolute: one may run in the Debian 13 root
 device="${RESNET_DEVICE:-cpu}"
 python="${RESNET_PYTHON:-$("$root/bench/baseline-python")}"
 IFS=';' read -r -a configs <<< "${RESNET_CONFIGS:-resnet18 16 224 3 1 fp32;resnet34 16 224 2 1 fp32;resnet50 16 224 2 1 fp32;resnet50 16 224 2 1 bf16;resnet18 32 64 8 2 fp32;resnet18 32 64 8 2 bf16;resnet34 32 64 6 2 fp32;resnet50 32 64 4 2 fp32}"
@@ -35,15 +37,20 @@ tagged() {
 line = json.load(sys.stdin); line["engine"] = sys.argv[1]; print(json.dumps(line))' "$engine" | tee -a "$results"
 }
 
+# A build dir made in the Debian 13 root (bench/train/build-debian13.sh) runs there, and its LibTorch is that root's.
+in_root_of() { [ ! -e "$1/debian13-root" ] || echo "$root/scripts/in-debian13"; }
 libtorch_of() {
-  sed -n 's/^set(PACKAGE_VERSION "\(.*\)")/\1/p' "$(grep -m1 '^Torch_DIR:' "$1/CMakeCache.txt" | cut -d= -f2)/TorchConfigVersion.cmake"
+  local prefix=""
+  [ ! -e "$1/debian13-root" ] || prefix="${TRAINPOINT_CACHE:-/var/cache/trainpoint}/debian13"
+  sed -n 's/^set(PACKAGE_VERSION "\(.*\)")/\1/p' "$prefix$(grep -m1 '^Torch_DIR:' "$1/CMakeCache.txt" | cut -d= -f2)/TorchConfigVersion.cmake"
 }
 
 for config in "${configs[@]}"; do
   read -r arch batch size steps warmup precision <<< "$config"
   for _ in $(seq "$repeats"); do
     for build in "${builds[@]}"; do
-      tagged "trainpoint (LibTorch $(libtorch_of "$build"))" "$build/bench/train/tp-train-bench" "$arch" "$batch" \
+      # shellcheck disable=SC2046  # in_root_of: nothing, or the one word of its runner
+      tagged "trainpoint (LibTorch $(libtorch_of "$build"))" $(in_root_of "$build") "$build/bench/train/tp-train-bench" "$arch" "$batch" \
         "$size" 3 "$steps" 1 --device "$device" --precision "$precision" --warmup "$warmup"
     done
     tagged "python eager" "$python" "$root/bench/train/python_eager.py" "$arch" "$batch" "$size" 3 "$steps" 1 \

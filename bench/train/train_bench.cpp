@@ -24,6 +24,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "common/log.h"
 #include "measure/cpu_time.h"
 #include "model/model.h"
 #include "spec/spec.h"
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
                          "[--channels-last auto|true|false] [--warmup STEPS]\n");
     return 2;
   }
+  tp::log::init(tp::log::Format::text, spdlog::level::info);  // to stderr: standard output is the one JSON line
   const std::string arch = argv[1];
   const int batch = std::atoi(argv[2]);
   const int size = std::atoi(argv[3]);
