@@ -1,7 +1,9 @@
 # trainpoint images. Targets:
 #   gpu (default)  Debian 12 with PyTorch 2.11's CUDA wheel from PyPI: LibTorch 2.11 for CUDA 13 with NCCL, and
 #                  NVIDIA's CUDA runtime, cuDNN and NCCL as the wheel's own dependencies.
-#   cpu            Debian 12 with Debian's LibTorch 1.13 (Gloo only).
+#   cpu            Debian 12 with Debian's LibTorch 1.13 (Gloo only): as fast on the CPU as the wheel's 2.11 and
+#                  Debian 13's 2.6 within a few percent either way, at a third of the gpu image's size
+#                  (docs/benchmarks.md, "Three LibTorch lines"); the gpu image runs on CPU nodes too.
 # Both carry Python and PyTorch for command mode ([job] command), sharing trainpoint's LibTorch, and
 # python3-venv and pip for job.requirements: an environment over the image's Python (the cpu image's
 # PyTorch is Debian's, in the system's site-packages; the gpu image's is in /opt/venv, which such an
