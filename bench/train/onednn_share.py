@@ -1,31 +1,13 @@
-"""Where oneDNN's time goes in a ResNet training step on the CPU: runs torchvision's model (trainpoint's built-in
-resnets are the same ops) for a few steps with oneDNN's verbose log on, and sums the log's execution times by
+"""Where oneDNN's time goes in a ResNet training step on the CPU: runs bench/train/profile_step.py (trainpoint's
+model.pt or torchvision's model, 13 steps) with oneDNN's verbose log on, and sums the log's execution times by
 primitive, implementation and pass (forward, backward for data, backward for weights, reorders between layouts).
 Wall-clock milliseconds as oneDNN logs them: read the shares, not the speeds, when anything runs beside.
-usage: onednn_share.py ARCH LAYOUT BATCH SIZE [STEPS]     LAYOUT: cl (channels_last, as trainpoint trains) or nchw
-(issue 47, docs/benchmarks.md "where the 224-pixel step goes")"""
+usage: onednn_share.py tp MODEL_PT LAYOUT BATCH SIZE    or    onednn_share.py tv ARCH LAYOUT BATCH SIZE
+(profile_step.py's arguments; issue 47, docs/benchmarks.md "where the 224-pixel step goes")"""
 import collections
 import os
 import subprocess
 import sys
-
-
-def run_steps(arch, layout, batch, size, steps):
-    import torch
-    import torch.nn.functional as F
-    import torchvision
-    torch.set_num_threads(1)
-    model = getattr(torchvision.models, arch)(num_classes=10).train()
-    inputs = torch.randn(batch, 3, size, size)
-    labels = torch.randint(0, 10, (batch,))
-    if layout == "cl":
-        model = model.to(memory_format=torch.channels_last)
-        inputs = inputs.contiguous(memory_format=torch.channels_last)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    for _ in range(steps):
-        optimizer.zero_grad()
-        F.cross_entropy(model(inputs), labels).backward()
-        optimizer.step()
 
 
 def summarise(log):
@@ -48,15 +30,11 @@ def summarise(log):
 
 
 def main():
-    arch, layout, batch, size = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    steps = int(sys.argv[5]) if len(sys.argv) > 5 else 2
-    if os.environ.get("ONEDNN_SHARE_CHILD"):
-        run_steps(arch, layout, batch, size, steps)
-        return
     # oneDNN reads its verbose switch once, at its first use: a child process with it set (DNNL_ for oneDNN 2, as in
-    # LibTorch 1.13; ONEDNN_ for oneDNN 3), whose standard output is the log.
-    env = dict(os.environ, ONEDNN_SHARE_CHILD="1", DNNL_VERBOSE="1", ONEDNN_VERBOSE="1")
-    child = subprocess.run([sys.executable, __file__, *sys.argv[1:]], env=env, check=True,
+    # LibTorch 1.13; ONEDNN_ for oneDNN 3), whose standard output holds the log.
+    env = dict(os.environ, DNNL_VERBOSE="1", ONEDNN_VERBOSE="1")
+    profile_step = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profile_step.py")
+    child = subprocess.run([sys.executable, profile_step, *sys.argv[1:6], "0"], env=env, check=True,
                            stdout=subprocess.PIPE, text=True)
     summarise(child.stdout)
 
