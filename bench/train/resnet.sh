@@ -37,21 +37,26 @@ tagged() {
 line = json.load(sys.stdin); line["engine"] = sys.argv[1]; print(json.dumps(line))' "$engine" | tee -a "$results"
 }
 
-# A build dir made in the Debian 13 root (bench/train/build-debian13.sh) runs there, and its LibTorch is that root's.
-in_root_of() { [ ! -e "$1/debian13-root" ] || echo "$root/scripts/in-debian13"; }
-libtorch_of() {
-  local prefix=""
-  [ ! -e "$1/debian13-root" ] || prefix="${TRAINPOINT_CACHE:-/var/cache/trainpoint}/debian13"
-  sed -n 's/^set(PACKAGE_VERSION "\(.*\)")/\1/p' "$prefix$(grep -m1 '^Torch_DIR:' "$1/CMakeCache.txt" | cut -d= -f2)/TorchConfigVersion.cmake"
-}
+# Each build's runner and label, once. A build dir made in the Debian 13 root (bench/train/build-debian13.sh) runs
+# there, and its LibTorch is that root's.
+runners=()
+labels=()
+for build in "${builds[@]}"; do
+  runner=""
+  [ ! -e "$build/debian13-root" ] || runner="$root/scripts/in-debian13"
+  torch_dir=$(grep -m1 '^Torch_DIR:' "$build/CMakeCache.txt" | cut -d= -f2)
+  # shellcheck disable=SC2086  # runner: nothing, or the one word of the root's runner
+  labels+=("trainpoint (LibTorch $($runner sed -n 's/^set(PACKAGE_VERSION "\(.*\)")/\1/p' "$torch_dir/TorchConfigVersion.cmake"))")
+  runners+=("$runner")
+done
 
 for config in "${configs[@]}"; do
   read -r arch batch size steps warmup precision <<< "$config"
   for _ in $(seq "$repeats"); do
-    for build in "${builds[@]}"; do
-      # shellcheck disable=SC2046  # in_root_of: nothing, or the one word of its runner
-      tagged "trainpoint (LibTorch $(libtorch_of "$build"))" $(in_root_of "$build") "$build/bench/train/tp-train-bench" "$arch" "$batch" \
-        "$size" 3 "$steps" 1 --device "$device" --precision "$precision" --warmup "$warmup"
+    for i in "${!builds[@]}"; do
+      # shellcheck disable=SC2086  # runner: nothing, or the one word of the root's runner
+      tagged "${labels[i]}" ${runners[i]} "${builds[i]}/bench/train/tp-train-bench" "$arch" "$batch" "$size" 3 "$steps" 1 \
+        --device "$device" --precision "$precision" --warmup "$warmup"
     done
     tagged "python eager" "$python" "$root/bench/train/python_eager.py" "$arch" "$batch" "$size" 3 "$steps" 1 \
       --device "$device" --precision "$precision" --warmup "$warmup"
