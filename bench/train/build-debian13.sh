@@ -6,8 +6,6 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="$root/build-bench-debian13"
-"$root/scripts/in-debian13" cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DTRAINPOINT_BUILD_TESTS=OFF -DTRAINPOINT_BUILD_BENCH=ON -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
-  -DCMAKE_CXX_FLAGS=-fpch-preprocess -DQEMU_X86_64=/usr/bin/false > /dev/null
+"$root/scripts/configure-debian13" "$build" -DTRAINPOINT_BUILD_TESTS=OFF -DTRAINPOINT_BUILD_BENCH=ON
 "$root/scripts/in-debian13" cmake --build "$build" -j "${JOBS:-$(nproc)}" --target tp-train-bench
 touch "$build/debian13-root"
